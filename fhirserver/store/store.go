@@ -1,0 +1,128 @@
+// Package store defines the persistence contract of Kiln's FHIR service.
+//
+// A backend keeps every version of every resource exactly once, as the JSON
+// bytes that will be served. The FHIR layer decides ids, version numbers and
+// timestamps and writes them into the JSON before calling Put; the backend's
+// job is to apply each write as a compare-and-swap on the current version, so
+// no update is ever lost, and to answer reads and history queries.
+//
+// The contract is small on purpose: a MongoDB backend implements it with
+// single-document atomic operations (a filter on the expected version) plus
+// multi-document transactions where the deployment offers them.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors every backend reports through errors.Is.
+var (
+	// ErrNotFound: no version of the resource (or of that version) exists.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: the resource's current version is not Write.Version-1.
+	ErrConflict = errors.New("store: version conflict")
+	// ErrTransactionsUnsupported: the deployment cannot run atomic
+	// multi-write transactions (e.g. a standalone MongoDB).
+	ErrTransactionsUnsupported = errors.New("store: transactions not supported by this deployment")
+	// ErrBadCursor: a history cursor that this backend did not issue.
+	ErrBadCursor = errors.New("store: invalid cursor")
+)
+
+// Method is the interaction that produced a version, as shown in history.
+type Method string
+
+const (
+	MethodCreate Method = "POST"
+	MethodUpdate Method = "PUT"
+	MethodDelete Method = "DELETE"
+)
+
+// Version is one stored version of a resource.
+type Version struct {
+	Type        string
+	ID          string
+	Version     int64 // 1, 2, 3 … with no gaps per resource
+	LastUpdated time.Time
+	Method      Method
+	Deleted     bool   // a tombstone: Body is nil
+	Body        []byte // the exact JSON served, with id and meta already written in
+}
+
+// Write is one new version. The backend applies it only if the resource's
+// current version is Version-1 (0 meaning the resource does not exist yet),
+// and reports ErrConflict otherwise.
+type Write struct {
+	Type        string
+	ID          string
+	Version     int64
+	LastUpdated time.Time
+	Method      Method
+	Deleted     bool
+	Body        []byte
+}
+
+// HistoryQuery selects versions for the history interactions. Type and ID
+// empty: the whole system; ID empty: one type; both set: one resource.
+type HistoryQuery struct {
+	Type string
+	ID   string
+	// Since keeps versions with LastUpdated >= Since (zero: no bound).
+	Since time.Time
+	// AtLow/AtHigh (zero: unused) keep versions that were current at some
+	// moment in [AtLow, AtHigh): written before AtHigh and not superseded by a
+	// later version of the same resource at or before AtLow.
+	AtLow, AtHigh time.Time
+	// Count is the page size; must be > 0.
+	Count int
+	// Cursor continues a previous page (empty: first page).
+	Cursor string
+}
+
+// HistoryPage is one page of history, newest version first.
+type HistoryPage struct {
+	Versions []*Version
+	// Next is an opaque keyset cursor for the following page ("" at the end).
+	Next string
+}
+
+// Reader answers reads.
+type Reader interface {
+	// Read returns the current version, which may be a tombstone
+	// (Deleted=true). ErrNotFound when the resource never existed.
+	Read(ctx context.Context, typ, id string) (*Version, error)
+	// VRead returns one version (a tombstone too). ErrNotFound when absent.
+	VRead(ctx context.Context, typ, id string, version int64) (*Version, error)
+	// History pages through versions, newest first. The order is stable
+	// while other clients write: new versions never shift later pages.
+	History(ctx context.Context, q HistoryQuery) (*HistoryPage, error)
+}
+
+// Writer applies new versions.
+type Writer interface {
+	// Put appends w as the new current version, atomically with the
+	// compare-and-swap on the previous version.
+	Put(ctx context.Context, w Write) error
+}
+
+// Tx is the view of the store inside a transaction.
+type Tx interface {
+	Reader
+	Writer
+}
+
+// Store is a backend.
+type Store interface {
+	Reader
+	Writer
+	// Transact runs fn atomically: all of its writes land or none do. If fn
+	// returns an error the transaction is rolled back and that error is
+	// returned. Backends without transactions return
+	// ErrTransactionsUnsupported without calling fn.
+	Transact(ctx context.Context, fn func(tx Tx) error) error
+	// Ping reports whether the store can serve requests (readiness).
+	Ping(ctx context.Context) error
+	// Close releases the store; in-flight calls should be finished first.
+	Close() error
+}

@@ -1,0 +1,23 @@
+module github.com/kiln-fhir/kiln
+
+go 1.26.0
+
+require (
+	github.com/google/fhir/go v0.7.4
+	github.com/gorilla/mux v1.8.1
+	github.com/ncruces/go-sqlite3 v0.35.6
+)
+
+require (
+	bitbucket.org/creachadair/stringset v0.0.9 // indirect
+	github.com/golang/protobuf v1.4.3 // indirect
+	github.com/json-iterator/go v1.1.10 // indirect
+	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
+	github.com/modern-go/reflect2 v1.0.1 // indirect
+	github.com/ncruces/go-sqlite3-wasm/v6 v6.3.35304 // indirect
+	github.com/ncruces/julianday v1.0.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+	github.com/serenize/snaker v0.0.0-20201027110005-a7ad2135616e // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.25.0 // indirect
+)
