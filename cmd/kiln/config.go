@@ -1,0 +1,91 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// serveConfig is everything `kiln serve` is configured with. Each flag has a
+// KILN_* environment variable; a flag given on the command line wins.
+type serveConfig struct {
+	Addr             string
+	DataDir          string
+	TLSCert, TLSKey  string
+	BaseURL          string
+	LogLevel         slog.Level
+	MaxResourceBytes int64
+	MaxBundleBytes   int64
+}
+
+// lookupEnv is os.LookupEnv; tests pass their own.
+type lookupEnv func(string) (string, bool)
+
+func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("kiln serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var logLevel string
+	var envErr error
+	str := func(p *string, name, envName, def, help string) {
+		if v, ok := env(envName); ok {
+			def = v
+		}
+		fs.StringVar(p, name, def, help+" (env "+envName+")")
+	}
+	size := func(p *int64, name, envName string, def int64, help string) {
+		if v, ok := env(envName); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				envErr = fmt.Errorf("%s: want a positive number of bytes, got %q", envName, v)
+			}
+			def = n
+		}
+		fs.Int64Var(p, name, def, help+" (env "+envName+")")
+	}
+	str(&c.Addr, "addr", "KILN_ADDR", "127.0.0.1:8443", "TLS listen address")
+	str(&c.DataDir, "data", "KILN_DATA", "./data", "data folder: database files and the generated certificate")
+	str(&c.TLSCert, "tls-cert", "KILN_TLS_CERT", "", "PEM certificate file (default: a self-signed localhost certificate in the data folder)")
+	str(&c.TLSKey, "tls-key", "KILN_TLS_KEY", "", "PEM private key file for --tls-cert")
+	str(&c.BaseURL, "base-url", "KILN_BASE_URL", "", "public base URL used in Location headers and links (default: https://<addr>)")
+	str(&logLevel, "log-level", "KILN_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	size(&c.MaxResourceBytes, "max-resource-bytes", "KILN_MAX_RESOURCE_BYTES", 5<<20, "largest accepted resource body")
+	size(&c.MaxBundleBytes, "max-bundle-bytes", "KILN_MAX_BUNDLE_BYTES", 20<<20, "largest accepted Bundle body")
+	if envErr != nil {
+		return c, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("kiln serve: unexpected argument %q", fs.Arg(0))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
+		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return c, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.MaxBundleBytes < c.MaxResourceBytes {
+		return c, fmt.Errorf("--max-bundle-bytes (%d) is smaller than --max-resource-bytes (%d)", c.MaxBundleBytes, c.MaxResourceBytes)
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return c, fmt.Errorf("--addr: %w", err)
+	}
+	if c.BaseURL == "" {
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "localhost"
+		}
+		c.BaseURL = "https://" + net.JoinHostPort(host, port)
+	}
+	if !strings.HasPrefix(c.BaseURL, "https://") {
+		return c, fmt.Errorf("--base-url must be an https:// URL; got %q", c.BaseURL)
+	}
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	return c, nil
+}

@@ -1,0 +1,67 @@
+// Command kiln is the Kiln FHIR R4 server.
+//
+//	kiln serve [flags]     start the server (see `kiln serve -h`)
+//	kiln version           print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "kiln:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `Kiln is a FHIR R4 server.
+
+Usage:
+  kiln serve [flags]    start the server (kiln serve -h lists the flags)
+  kiln version          print the version
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch args[0] {
+	case "serve":
+		cfg, err := parseServeConfig(args[1:], os.LookupEnv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "kiln", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "kiln: unknown command %q\n\n%s", args[0], usage)
+	return errUsage
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
+)
+
+func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
+	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data folder: %w", err)
+	}
+	cert, certFile, selfSigned, err := loadCertificate(cfg)
+	if err != nil {
+		return err
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "clinical.db"))
+	if err != nil {
+		return fmt.Errorf("opening the store: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Error("closing the store", "err", err)
+		}
+	}()
+	handler, err := newHandler(cfg, st, logger)
+	if err != nil {
+		return err
+	}
+	ln, err := httpserver.Listen(cfg.Addr, httpserver.TLSConfig(cert))
+	if err != nil {
+		return err
+	}
+	printBanner(out, cfg, certFile, httpserver.Fingerprint(cert), selfSigned)
+	logger.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "version", version)
+	return httpserver.Serve(ctx, ln, handler, logger)
+}
+
+// newHandler assembles every route behind the one middleware chain.
+func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Handler, error) {
+	fhir, err := fhirserver.New(fhirserver.Config{
+		BaseURL: cfg.BaseURL + "/fhir",
+		Limits: fhirjson.Limits{
+			MaxResourceBytes: cfg.MaxResourceBytes,
+			MaxBundleBytes:   cfg.MaxBundleBytes,
+			MaxDepth:         fhirjson.DefaultLimits().MaxDepth,
+		},
+		Version: version,
+		Logger:  logger,
+	}, st)
+	if err != nil {
+		return nil, err
+	}
+	r := mux.NewRouter()
+	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := st.Ping(ctx); err != nil {
+			logger.Warn("readiness check failed", "err", err)
+			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is not reachable")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
+	}).Methods(http.MethodGet, http.MethodHead)
+	fhir.Register(r, "/fhir")
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no endpoint at "+r.URL.Path)
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+	return httpserver.Chain(r, logger, cfg.MaxBundleBytes+1), nil
+}
+
+func loadCertificate(cfg serveConfig) (cert tls.Certificate, certFile string, selfSigned bool, err error) {
+	certFile, keyFile := cfg.TLSCert, cfg.TLSKey
+	if certFile == "" {
+		selfSigned = true
+		certFile, keyFile, _, err = httpserver.DevCertificate(filepath.Join(cfg.DataDir, "tls"))
+		if err != nil {
+			return cert, "", false, fmt.Errorf("self-signed certificate: %w", err)
+		}
+	}
+	cert, err = tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, "", false, fmt.Errorf("TLS certificate: %w", err)
+	}
+	return cert, certFile, selfSigned, nil
+}
+
+func printBanner(out io.Writer, cfg serveConfig, certFile, fingerprint string, selfSigned bool) {
+	kind := "certificate"
+	if selfSigned {
+		kind = "self-signed certificate for localhost"
+	}
+	fmt.Fprintf(out, `
+Kiln %s — FHIR R4 server
+  FHIR base:   %s/fhir
+  TLS:         %s
+               %s
+               SHA-256 %s
+  Try:         curl --cacert %s %s/fhir/metadata
+  Auth:        none configured yet: every request is allowed
+  Stop:        Ctrl-C (in-flight requests are drained)
+
+`, version, cfg.BaseURL, kind, certFile, fingerprint, certFile, cfg.BaseURL)
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// safeBuffer collects the server's output while it runs.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *safeBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startServe runs `kiln serve` in-process on a loopback port with a fresh
+// data folder, and returns a client that trusts its self-signed certificate.
+func startServe(t *testing.T) (addr string, client *http.Client, out *safeBuffer, stop func() error) {
+	t.Helper()
+	addr = freeAddr(t)
+	data := t.TempDir()
+	out = &safeBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, out, out) }()
+	certFile := filepath.Join(data, "tls", "cert.pem")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("server did not start:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pem, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
+	}}
+	stopped := false
+	stop = func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("server did not stop")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return addr, client, out, stop
+}
+
+func TestServeEndToEnd(t *testing.T) {
+	addr, client, out, stop := startServe(t)
+	base := "https://" + addr
+
+	banner := out.String()
+	for _, want := range []string{base + "/fhir", "cert.pem", "SHA-256"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("start-up output lacks %q:\n%s", want, banner)
+		}
+	}
+
+	for _, path := range []string{"/livez", "/readyz", "/fhir/metadata"} {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		if resp.TLS == nil || resp.TLS.Version != tls.VersionTLS13 {
+			t.Errorf("GET %s: not TLS 1.3", path)
+		}
+		if resp.ProtoMajor != 2 {
+			t.Errorf("GET %s: %s, want HTTP/2 over ALPN", path, resp.Proto)
+		}
+		if resp.Header.Get("Strict-Transport-Security") == "" {
+			t.Errorf("GET %s: no HSTS header", path)
+		}
+	}
+	resp, err := client.Get(base + "/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || !strings.Contains(string(body), `"error"`) {
+		t.Errorf("unknown path: %d %s", resp.StatusCode, body)
+	}
+
+	if err := stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("still accepting connections after shutdown")
+	}
+}
+
+func TestServeRefusesOldTLSAndPlainHTTP(t *testing.T) {
+	addr, _, _, _ := startServe(t)
+
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12})
+	if err == nil {
+		conn.Close()
+		t.Error("a TLS 1.2 handshake succeeded")
+	}
+
+	// Plain HTTP gets no HTTP response at all: the connection just closes.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err == nil || strings.HasPrefix(line, "HTTP/") {
+		t.Errorf("plain HTTP got a response: %q (err %v)", line, err)
+	}
+}
+
+// A second start reuses the certificate made by the first.
+func TestDevCertificateIsKept(t *testing.T) {
+	dir := t.TempDir()
+	cfg := serveConfig{DataDir: dir}
+	_, f1, self, err := loadCertificate(cfg)
+	if err != nil || !self {
+		t.Fatalf("first: %v self-signed=%v", err, self)
+	}
+	before, _ := os.ReadFile(f1)
+	_, _, _, err = loadCertificate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(f1)
+	if !bytes.Equal(before, after) {
+		t.Error("the certificate was regenerated on the second start")
+	}
+	if info, err := os.Stat(filepath.Join(dir, "tls", "key.pem")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode: %v %v", info.Mode(), err)
+	}
+}

@@ -1,0 +1,270 @@
+package fhirserver
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// maxCASAttempts bounds the retries of an update that lost a race with
+// another writer; beyond it the client gets 409 and may retry itself.
+const maxCASAttempts = 16
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
+	v, err := s.store.Read(r.Context(), c.typ, c.id)
+	if err != nil {
+		return s.notFound(err, c)
+	}
+	if v.Deleted {
+		return gone(c, v)
+	}
+	if notModified(r, v) {
+		versionHeaders(w.Header(), v)
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	versionHeaders(w.Header(), v)
+	writeBody(w, c.format, http.StatusOK, v.Body)
+	return nil
+}
+
+func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
+	n, err := strconv.ParseInt(c.vid, 10, 64)
+	if err != nil || n <= 0 {
+		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+quote(c.vid))
+	}
+	v, err := s.store.VRead(r.Context(), c.typ, c.id, n)
+	if errors.Is(err, store.ErrNotFound) {
+		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+c.vid)
+	}
+	if err != nil {
+		return err
+	}
+	if v.Deleted {
+		return gone(c, v)
+	}
+	versionHeaders(w.Header(), v)
+	writeBody(w, c.format, http.StatusOK, v.Body)
+	return nil
+}
+
+// notModified implements conditional read: If-None-Match wins over
+// If-Modified-Since, as in RFC 9110.
+func notModified(r *http.Request, v *store.Version) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		n, ok := parseETag(inm)
+		return ok && n == v.Version
+	}
+	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+		t, err := http.ParseTime(ims)
+		return err == nil && !v.LastUpdated.Truncate(time.Second).After(t)
+	}
+	return false
+}
+
+func (s *Server) notFound(err error, c *call) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" is not known")
+	}
+	return err
+}
+
+func gone(c *call, v *store.Version) error {
+	return outcome.New(http.StatusGone, "deleted", c.typ+"/"+c.id+" was deleted (version "+strconv.FormatInt(v.Version, 10)+")")
+}
+
+// readBody reads and structurally validates a request body for the type in
+// the URL. Bundles may be larger than other resources.
+func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, error) {
+	if err := checkContentType(r); err != nil {
+		return nil, fhirjson.Info{}, err
+	}
+	limit := s.cfg.Limits.MaxResourceBytes
+	if typ == "Bundle" {
+		limit = s.cfg.Limits.MaxBundleBytes
+	}
+	body, err := fhirjson.ReadBody(r.Body, limit)
+	if err != nil {
+		return nil, fhirjson.Info{}, err
+	}
+	info, err := s.validator.Check(body)
+	if err != nil {
+		return nil, info, err
+	}
+	if info.ResourceType != typ {
+		return nil, info, outcome.New(http.StatusBadRequest, "invalid",
+			"the body is a "+info.ResourceType+" but the URL names "+typ, info.ResourceType+".resourceType")
+	}
+	return body, info, nil
+}
+
+func (s *Server) now() time.Time {
+	return s.cfg.Now().UTC().Truncate(time.Millisecond)
+}
+
+// nextWrite builds version n of a resource. lastUpdated never goes backwards
+// within one resource, even if the clock does.
+func (s *Server) nextWrite(typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
+	w := store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.now(), Method: method}
+	if prev != nil {
+		w.Version = prev.Version + 1
+		if w.LastUpdated.Before(prev.LastUpdated) {
+			w.LastUpdated = prev.LastUpdated
+		}
+	}
+	if body == nil {
+		w.Deleted = true
+		return w, nil
+	}
+	var err error
+	w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated)
+	return w, err
+}
+
+func stored(w store.Write) *store.Version {
+	return &store.Version{Type: w.Type, ID: w.ID, Version: w.Version, LastUpdated: w.LastUpdated,
+		Method: w.Method, Deleted: w.Deleted, Body: w.Body}
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
+	if r.Header.Get("If-None-Exist") != "" {
+		return outcome.New(http.StatusNotImplemented, "not-supported", "conditional create (If-None-Exist) is not implemented by this server")
+	}
+	body, _, err := s.readBody(r, c.typ)
+	if err != nil {
+		return err
+	}
+	// The spec says a server ignores any id in a create body; the new id is ours.
+	wr, err := s.nextWrite(c.typ, newID(s.cfg.Now()), nil, body, store.MethodCreate)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Put(r.Context(), wr); err != nil {
+		return err
+	}
+	s.writeResult(w, r, c, http.StatusCreated, stored(wr), "created "+c.typ+"/"+wr.ID)
+	return nil
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
+	body, info, err := s.readBody(r, c.typ)
+	if err != nil {
+		return err
+	}
+	switch info.ID {
+	case "":
+		return outcome.New(http.StatusBadRequest, "required", "an update must carry the resource id in the body", c.typ+".id")
+	case c.id:
+	default:
+		return outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the URL's id "+quote(c.id), c.typ+".id")
+	}
+	want, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < maxCASAttempts; attempt++ {
+		prev, err := s.store.Read(r.Context(), c.typ, c.id)
+		if errors.Is(err, store.ErrNotFound) {
+			prev, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		if want != 0 && (prev == nil || prev.Version != want) {
+			return preconditionFailed(c, want, prev)
+		}
+		wr, err := s.nextWrite(c.typ, c.id, prev, body, store.MethodUpdate)
+		if err != nil {
+			return err
+		}
+		err = s.store.Put(r.Context(), wr)
+		if errors.Is(err, store.ErrConflict) {
+			if want != 0 {
+				return preconditionFailed(c, want, nil)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		status, msg := http.StatusOK, "updated "+c.typ+"/"+c.id
+		if prev == nil || prev.Deleted {
+			status, msg = http.StatusCreated, "created "+c.typ+"/"+c.id
+		}
+		s.writeResult(w, r, c, status, stored(wr), msg)
+		return nil
+	}
+	return store.ErrConflict
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
+	want, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	for attempt := 0; attempt < maxCASAttempts; attempt++ {
+		prev, err := s.store.Read(r.Context(), c.typ, c.id)
+		if errors.Is(err, store.ErrNotFound) {
+			if want != 0 {
+				return preconditionFailed(c, want, nil)
+			}
+			// Deleting what does not exist is idempotent.
+			return s.deleted(w, r, c, nil)
+		}
+		if err != nil {
+			return err
+		}
+		if want != 0 && prev.Version != want {
+			return preconditionFailed(c, want, prev)
+		}
+		if prev.Deleted {
+			return s.deleted(w, r, c, prev)
+		}
+		wr, err := s.nextWrite(c.typ, c.id, prev, nil, store.MethodDelete)
+		if err != nil {
+			return err
+		}
+		err = s.store.Put(r.Context(), wr)
+		if errors.Is(err, store.ErrConflict) {
+			if want != 0 {
+				return preconditionFailed(c, want, nil)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return s.deleted(w, r, c, stored(wr))
+	}
+	return store.ErrConflict
+}
+
+// deleted answers a delete: 204, or 200 with an OperationOutcome when the
+// client prefers one. tomb is the tombstone (nil when nothing ever existed).
+func (s *Server) deleted(w http.ResponseWriter, r *http.Request, c *call, tomb *store.Version) error {
+	if tomb != nil {
+		w.Header().Set("ETag", etag(tomb.Version))
+	}
+	if preferReturn(r) == returnOutcome {
+		writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("deleted "+c.typ+"/"+c.id)))
+		return nil
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func preconditionFailed(c *call, want int64, cur *store.Version) error {
+	msg := "If-Match names version " + strconv.FormatInt(want, 10) + " of " + c.typ + "/" + c.id
+	switch {
+	case cur == nil:
+		msg += ", but the resource was changed concurrently or does not exist"
+	default:
+		msg += ", but the current version is " + strconv.FormatInt(cur.Version, 10)
+	}
+	return outcome.New(http.StatusPreconditionFailed, "conflict", msg)
+}

@@ -1,0 +1,156 @@
+package fhirserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// cursorParam carries the opaque keyset cursor of history pages.
+const cursorParam = "_cursor"
+
+// history serves the instance, type and system history interactions: a
+// Bundle of type history, newest version first, paged by keyset cursors.
+func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
+	q, err := s.historyQuery(r.URL.Query(), c)
+	if err != nil {
+		return err
+	}
+	if c.id != "" {
+		// History of a resource that never existed is a 404, not an empty page.
+		if _, err := s.store.Read(r.Context(), c.typ, c.id); err != nil {
+			return s.notFound(err, c)
+		}
+	}
+	page, err := s.store.History(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	writeBody(w, c.format, http.StatusOK, s.historyBundle(r, c, page))
+	return nil
+}
+
+func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, error) {
+	q := store.HistoryQuery{Type: c.typ, ID: c.id, Count: s.cfg.DefaultCount, Cursor: params.Get(cursorParam)}
+	if v := params.Get("_count"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return q, outcome.New(http.StatusBadRequest, "invalid", "_count must be a positive integer; got "+quote(v))
+		}
+		q.Count = min(n, s.cfg.MaxCount)
+	}
+	if v := params.Get("_since"); v != "" {
+		t, err := fhirtime.Parse(v)
+		if err != nil {
+			return q, outcome.New(http.StatusBadRequest, "invalid", "_since must be an instant such as 2024-01-31T12:00:00Z: "+err.Error())
+		}
+		q.Since = t.Low
+	}
+	if v := params.Get("_at"); v != "" {
+		t, err := fhirtime.Parse(v)
+		if err != nil {
+			return q, outcome.New(http.StatusBadRequest, "invalid", "_at must be a date or dateTime: "+err.Error())
+		}
+		q.AtLow, q.AtHigh = t.Low, t.High
+	}
+	return q, nil
+}
+
+// historyBundle assembles the Bundle around the stored bytes of each version,
+// which are copied in as they are.
+func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"resourceType":"Bundle","id":`)
+	writeJSONString(&b, newID(s.cfg.Now()))
+	b.WriteString(`,"meta":{"lastUpdated":"`)
+	b.WriteString(instant(s.now()))
+	b.WriteString(`"},"type":"history","link":[{"relation":"self","url":`)
+	writeJSONString(&b, s.pageURL(r, c, r.URL.Query().Get(cursorParam)))
+	b.WriteString(`}`)
+	if page.Next != "" {
+		b.WriteString(`,{"relation":"next","url":`)
+		writeJSONString(&b, s.pageURL(r, c, page.Next))
+		b.WriteString(`}`)
+	}
+	b.WriteString(`]`)
+	if len(page.Versions) > 0 {
+		b.WriteString(`,"entry":[`)
+		for i, v := range page.Versions {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			s.historyEntry(&b, v)
+		}
+		b.WriteString(`]`)
+	}
+	b.WriteString(`}`)
+	return b.Bytes()
+}
+
+func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version) {
+	b.WriteString(`{"fullUrl":`)
+	writeJSONString(b, s.resourceURL(v.Type, v.ID))
+	if !v.Deleted {
+		b.WriteString(`,"resource":`)
+		b.Write(v.Body)
+	}
+	reqURL := v.Type + "/" + v.ID
+	status := "200 OK"
+	switch {
+	case v.Method == store.MethodCreate:
+		reqURL, status = v.Type, "201 Created"
+	case v.Deleted:
+		status = "204 No Content"
+	case v.Version == 1:
+		status = "201 Created" // create-on-update
+	}
+	b.WriteString(`,"request":{"method":"`)
+	b.WriteString(string(v.Method))
+	b.WriteString(`","url":`)
+	writeJSONString(b, reqURL)
+	b.WriteString(`},"response":{"status":"`)
+	b.WriteString(status)
+	b.WriteString(`","etag":`)
+	writeJSONString(b, etag(v.Version))
+	b.WriteString(`,"lastModified":"`)
+	b.WriteString(instant(v.LastUpdated))
+	b.WriteString(`"}}`)
+}
+
+// pageURL is the request's URL on the public base, with the cursor replaced.
+// Only the parameters history understands are carried over.
+func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
+	in := r.URL.Query()
+	out := url.Values{}
+	for _, k := range []string{"_count", "_since", "_at", "_format", "_pretty"} {
+		if v := in.Get(k); v != "" {
+			out.Set(k, v)
+		}
+	}
+	if cursor != "" {
+		out.Set(cursorParam, cursor)
+	}
+	u := s.cfg.BaseURL
+	if c.typ != "" {
+		u += "/" + c.typ
+		if c.id != "" {
+			u += "/" + c.id
+		}
+	}
+	u += "/_history"
+	if len(out) > 0 {
+		u += "?" + out.Encode()
+	}
+	return u
+}
+
+func writeJSONString(b *bytes.Buffer, s string) {
+	enc, _ := json.Marshal(s) // a string always encodes
+	b.Write(enc)
+}

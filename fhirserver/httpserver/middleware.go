@@ -1,0 +1,201 @@
+// Package httpserver holds Kiln's HTTP plumbing shared by every route: the
+// middleware chain, the TLS 1.3-only listener, the self-signed development
+// certificate, and graceful shutdown.
+package httpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+)
+
+// hsts is sent on every response: the server only ever speaks TLS.
+const hsts = "max-age=63072000; includeSubDomains"
+
+type ctxKey int
+
+const requestIDKey ctxKey = 0
+
+// RequestID returns the id of the request carried by ctx ("" if none).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// Chain wraps h with the middleware every route gets, outermost first:
+// request id, security headers, access log, panic recovery, body limit.
+// Authentication and scope enforcement are not here: the FHIR service's
+// single authorization point checks each interaction (see
+// fhirserver.Authorizer), because one HTTP request (a Bundle) can hold many.
+func Chain(h http.Handler, log *slog.Logger, maxBody int64) http.Handler {
+	h = limitBody(h, maxBody)
+	h = recoverPanics(h, log)
+	h = accessLog(h, log)
+	h = securityHeaders(h)
+	return requestID(h)
+}
+
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			var b [16]byte
+			_, _ = rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
+	})
+}
+
+// validRequestID accepts a caller's id only if it is short and plain, so it
+// cannot inject anything into logs or headers.
+func validRequestID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Strict-Transport-Security", hsts)
+		h.Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recorder remembers the status and size of a response for the access log
+// and for panic recovery.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// accessLog logs one line per request. It logs the path but never the query
+// string (search parameters can carry names and birth dates), bodies, or
+// headers (tokens).
+func accessLog(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("request_id", RequestID(r.Context())),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.Int("status", rec.status),
+			slog.Int64("bytes", rec.bytes),
+			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
+			slog.String("proto", r.Proto),
+		)
+	})
+}
+
+// recoverPanics turns a handler panic into a 500 (an OperationOutcome on the
+// FHIR API, the platform's JSON error elsewhere) and logs the stack.
+func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &recorder{ResponseWriter: w}
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p) // the handler chose to abort the connection
+			}
+			log.ErrorContext(r.Context(), "panic serving request",
+				"request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
+				"panic", p, "stack", string(debug.Stack()))
+			if rec.status != 0 {
+				return // the response has started; the client sees a cut-off body
+			}
+			writeInternalError(rec, r)
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+func writeInternalError(w http.ResponseWriter, r *http.Request) {
+	const msg = "internal server error"
+	if !isFHIRPath(r.URL.Path) {
+		WriteError(w, http.StatusInternalServerError, "internal", msg)
+		return
+	}
+	w.Header().Set("Content-Type", "application/fhir+json; charset=utf-8")
+	w.WriteHeader(http.StatusInternalServerError)
+	_, _ = w.Write(outcome.New(http.StatusInternalServerError, "exception", msg).Resource())
+}
+
+// WriteError answers a platform (non-FHIR) endpoint with the JSON error body.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+func isFHIRPath(p string) bool {
+	return p == "/fhir" || strings.HasPrefix(p, "/fhir/")
+}
+
+// ErrorBody is the JSON error shape of the platform's non-FHIR endpoints.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail describes one error of a platform endpoint.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// limitBody caps every request body. Handlers apply tighter limits of their
+// own (e.g. per FHIR resource); this is the backstop for all routes.
+func limitBody(next http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
