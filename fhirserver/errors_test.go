@@ -126,4 +126,3 @@ func TestCapabilityStatementClaimsOnlyWhatWorks(t *testing.T) {
 		t.Errorf("Patient interactions %q, want %q", got, want)
 	}
 }
-

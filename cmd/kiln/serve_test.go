@@ -23,8 +23,12 @@ type safeBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *safeBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *safeBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -45,7 +49,9 @@ func startServe(t *testing.T) (addr string, client *http.Client, out *safeBuffer
 	out = &safeBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, out, out) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, out, out)
+	}()
 	certFile := filepath.Join(data, "tls", "cert.pem")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
