@@ -2,6 +2,7 @@ package fhirserver
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,9 +12,9 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// maxCASAttempts bounds the retries of an update that lost a race with
-// another writer; beyond it the client gets 409 and may retry itself.
-const maxCASAttempts = 16
+// maxCASAttempts bounds the retries of a write that lost a race with another
+// writer; beyond it the client gets 409 and may retry itself.
+const maxCASAttempts = 32
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
 	v, err := s.store.Read(r.Context(), c.typ, c.id)
@@ -167,39 +168,21 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	for attempt := 0; attempt < maxCASAttempts; attempt++ {
-		prev, err := s.store.Read(r.Context(), c.typ, c.id)
-		if errors.Is(err, store.ErrNotFound) {
-			prev, err = nil, nil
-		}
-		if err != nil {
-			return err
-		}
-		if want != 0 && (prev == nil || prev.Version != want) {
-			return preconditionFailed(c, want, prev)
-		}
+	var created bool
+	v, err := s.mutate(r, c, want, func(prev *store.Version) (*store.Write, error) {
+		created = prev == nil || prev.Deleted
 		wr, err := s.nextWrite(c.typ, c.id, prev, body, store.MethodUpdate)
-		if err != nil {
-			return err
-		}
-		err = s.store.Put(r.Context(), wr)
-		if errors.Is(err, store.ErrConflict) {
-			if want != 0 {
-				return preconditionFailed(c, want, nil)
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		status, msg := http.StatusOK, "updated "+c.typ+"/"+c.id
-		if prev == nil || prev.Deleted {
-			status, msg = http.StatusCreated, "created "+c.typ+"/"+c.id
-		}
-		s.writeResult(w, r, c, status, stored(wr), msg)
-		return nil
+		return &wr, err
+	})
+	if err != nil {
+		return err
 	}
-	return store.ErrConflict
+	status, msg := http.StatusOK, "updated "+c.typ+"/"+c.id
+	if created {
+		status, msg = http.StatusCreated, "created "+c.typ+"/"+c.id
+	}
+	s.writeResult(w, r, c, status, v, msg)
+	return nil
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -207,41 +190,74 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	for attempt := 0; attempt < maxCASAttempts; attempt++ {
-		prev, err := s.store.Read(r.Context(), c.typ, c.id)
-		if errors.Is(err, store.ErrNotFound) {
-			if want != 0 {
-				return preconditionFailed(c, want, nil)
-			}
-			// Deleting what does not exist is idempotent.
-			return s.deleted(w, r, c, nil)
-		}
-		if err != nil {
-			return err
-		}
-		if want != 0 && prev.Version != want {
-			return preconditionFailed(c, want, prev)
-		}
-		if prev.Deleted {
-			return s.deleted(w, r, c, prev)
+	v, err := s.mutate(r, c, want, func(prev *store.Version) (*store.Write, error) {
+		if prev == nil || prev.Deleted {
+			return nil, nil // deleting what is not there is idempotent
 		}
 		wr, err := s.nextWrite(c.typ, c.id, prev, nil, store.MethodDelete)
-		if err != nil {
-			return err
-		}
-		err = s.store.Put(r.Context(), wr)
-		if errors.Is(err, store.ErrConflict) {
-			if want != 0 {
-				return preconditionFailed(c, want, nil)
-			}
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		return s.deleted(w, r, c, stored(wr))
+		return &wr, err
+	})
+	if err != nil {
+		return err
 	}
-	return store.ErrConflict
+	return s.deleted(w, r, c, v)
+}
+
+// mutate reads the current version of c's resource and writes the version
+// next builds from it, atomically. With want != 0 (If-Match) the current
+// version must be want, else 412. next returns nil to write nothing; mutate
+// then returns the current version (nil if none).
+//
+// Where the store has transactions the read and the write share one, so
+// writers queue instead of racing. Otherwise each attempt is a
+// compare-and-swap; a lost race is retried after a short random pause.
+func (s *Server) mutate(r *http.Request, c *call, want int64, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
+	ctx := r.Context()
+	attempt := func(rw store.Tx) (*store.Version, error) {
+		prev, err := rw.Read(ctx, c.typ, c.id)
+		if errors.Is(err, store.ErrNotFound) {
+			prev, err = nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if want != 0 && (prev == nil || prev.Version != want) {
+			return nil, preconditionFailed(c, want, prev)
+		}
+		wr, err := next(prev)
+		if err != nil || wr == nil {
+			return prev, err
+		}
+		if err := rw.Put(ctx, *wr); err != nil {
+			return nil, err
+		}
+		return stored(*wr), nil
+	}
+	for i := 0; ; i++ {
+		var v *store.Version
+		err := s.store.Transact(ctx, func(tx store.Tx) error {
+			var err error
+			v, err = attempt(tx)
+			return err
+		})
+		if errors.Is(err, store.ErrTransactionsUnsupported) {
+			v, err = attempt(s.store)
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return v, err
+		}
+		if want != 0 {
+			return nil, preconditionFailed(c, want, nil)
+		}
+		if i == maxCASAttempts {
+			return nil, err
+		}
+		select {
+		case <-time.After(time.Duration(1+rand.IntN(1<<min(i, 6))) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // deleted answers a delete: 204, or 200 with an OperationOutcome when the

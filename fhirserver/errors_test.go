@@ -48,7 +48,8 @@ func TestRejectedRequests(t *testing.T) {
 		{"patch not implemented", "PATCH", "/Patient/" + id, []byte(`[]`), nil, 501, "patch"},
 		{"bundles not implemented", "POST", "", []byte(`{"resourceType":"Bundle","type":"batch"}`), nil, 501, "Bundle"},
 		{"conditional create not implemented", "POST", "/Patient", patient, []string{"If-None-Exist", "identifier=x"}, 501, "If-None-Exist"},
-		{"method not allowed", "DELETE", "/Patient/" + id + "/_history", nil, nil, 405, "DELETE"},
+		{"method not allowed", "DELETE", "/Patient/" + id + "/_history", nil, nil, 405, "allowed: GET"},
+		{"method not allowed at system level", "DELETE", "/metadata", nil, nil, 405, "DELETE"},
 		{"bad _count", "GET", "/Patient/" + id + "/_history?_count=-1", nil, nil, 400, "_count"},
 		{"bad _since", "GET", "/_history?_since=yesterday", nil, nil, 400, "_since"},
 		{"bad _at", "GET", "/Patient/_history?_at=2024-02-30", nil, nil, 400, "_at"},
@@ -84,7 +85,7 @@ func TestResponsesCarrySecurityHeaders(t *testing.T) {
 	if r.header.Get("X-Request-Id") != "abc-123" {
 		t.Errorf("X-Request-Id not echoed: %q", r.header.Get("X-Request-Id"))
 	}
-	r = h.do("GET", "/metadata", nil, "X-Request-Id", "bad id\nwith newline")
+	r = h.do("GET", "/metadata", nil, "X-Request-Id", "bad id;<script>")
 	if got := r.header.Get("X-Request-Id"); got == "" || strings.ContainsAny(got, " \n") {
 		t.Errorf("unsafe request id not replaced: %q", got)
 	}

@@ -102,13 +102,13 @@ func (s *Server) routes() []route {
 	return []route{
 		{Capabilities, http.MethodGet, "/metadata", s.metadata},
 		{HistorySystem, http.MethodGet, "/_history", s.history},
-		{Create, http.MethodPost, "/{type}", s.create},
-		{HistoryType, http.MethodGet, "/{type}/_history", s.history},
-		{Read, http.MethodGet, "/{type}/{id}", s.read},
-		{Update, http.MethodPut, "/{type}/{id}", s.update},
-		{Delete, http.MethodDelete, "/{type}/{id}", s.delete},
-		{HistoryInstance, http.MethodGet, "/{type}/{id}/_history", s.history},
-		{VRead, http.MethodGet, "/{type}/{id}/_history/{vid}", s.vread},
+		{Create, http.MethodPost, "/{type:[A-Z][A-Za-z]*}", s.create},
+		{HistoryType, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/_history", s.history},
+		{Read, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}", s.read},
+		{Update, http.MethodPut, "/{type:[A-Z][A-Za-z]*}/{id}", s.update},
+		{Delete, http.MethodDelete, "/{type:[A-Z][A-Za-z]*}/{id}", s.delete},
+		{HistoryInstance, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}/_history", s.history},
+		{VRead, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}/_history/{vid}", s.vread},
 	}
 }
 
@@ -119,31 +119,45 @@ var notImplemented = []struct{ method, path, what string }{
 	{http.MethodGet, "", "system search"},
 	{http.MethodPost, "", "batch and transaction Bundles"},
 	{http.MethodPost, "/_search", "system search"},
-	{http.MethodGet, "/{type}", "search"},
-	{http.MethodPost, "/{type}/_search", "search"},
-	{http.MethodPut, "/{type}", "conditional update"},
-	{http.MethodDelete, "/{type}", "conditional delete"},
-	{http.MethodPatch, "/{type}", "conditional patch"},
-	{http.MethodPatch, "/{type}/{id}", "patch"},
+	{http.MethodGet, "/{type:[A-Z][A-Za-z]*}", "search"},
+	{http.MethodPost, "/{type:[A-Z][A-Za-z]*}/_search", "search"},
+	{http.MethodPut, "/{type:[A-Z][A-Za-z]*}", "conditional update"},
+	{http.MethodDelete, "/{type:[A-Z][A-Za-z]*}", "conditional delete"},
+	{http.MethodPatch, "/{type:[A-Z][A-Za-z]*}", "conditional patch"},
+	{http.MethodPatch, "/{type:[A-Z][A-Za-z]*}/{id}", "patch"},
 }
 
 // Register mounts the FHIR API on r under prefix (e.g. "/fhir").
 func (s *Server) Register(r *mux.Router, prefix string) {
 	sub := r.PathPrefix(prefix).Subrouter()
+	allowed := map[string][]string{}
+	var paths []string
+	add := func(path, method string, h http.Handler) {
+		sub.Handle(path, h).Methods(method)
+		if _, seen := allowed[path]; !seen {
+			paths = append(paths, path)
+		}
+		allowed[path] = append(allowed[path], method)
+	}
 	for _, rt := range s.routes() {
-		sub.Handle(rt.path, s.handle(rt.interaction, rt.fn)).Methods(rt.method)
+		add(rt.path, rt.method, s.handle(rt.interaction, rt.fn))
 	}
 	for _, ni := range notImplemented {
 		what := ni.what
-		sub.Handle(ni.path, s.handle("", func(http.ResponseWriter, *http.Request, *call) error {
+		add(ni.path, ni.method, s.handle("", func(http.ResponseWriter, *http.Request, *call) error {
 			return outcome.New(http.StatusNotImplemented, "not-supported", what+" is not implemented by this server")
-		})).Methods(ni.method)
+		}))
+	}
+	// A known path with another method: 405 with the methods it does accept.
+	for _, path := range paths {
+		allow := strings.Join(allowed[path], ", ")
+		sub.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			s.fail(w, r, outcome.New(http.StatusMethodNotAllowed, "not-supported", r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+allow))
+		}))
 	}
 	sub.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, outcome.New(http.StatusNotFound, "not-found", "no FHIR endpoint at "+r.URL.Path))
-	})
-	sub.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, outcome.New(http.StatusMethodNotAllowed, "not-supported", r.Method+" is not allowed on "+r.URL.Path))
 	})
 }
 
