@@ -1,0 +1,51 @@
+package fhirjson
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+)
+
+// Limits bound what a request body may be.
+type Limits struct {
+	MaxResourceBytes int64 // default 5 MiB
+	MaxBundleBytes   int64 // default 20 MiB
+	MaxDepth         int   // default 100 (JSON nesting depth of objects+arrays)
+}
+
+// DefaultLimits returns the limits used when a field is zero.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxResourceBytes: 5 << 20,
+		MaxBundleBytes:   20 << 20,
+		MaxDepth:         100,
+	}
+}
+
+// ReadBody reads at most limit bytes from r. A longer body gives a
+// *outcome.Error with status 413 (code "too-costly") whose message states
+// the limit; so does an *http.MaxBytesError from r. Other read errors give
+// status 400. A limit ≤ 0 means DefaultLimits().MaxResourceBytes, so a
+// forgotten limit never means "unbounded".
+func ReadBody(r io.Reader, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultLimits().MaxResourceBytes
+	}
+	var buf bytes.Buffer
+	// Read one byte past the limit to tell "exactly at" from "over".
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(min(limit, mbe.Limit))
+		}
+		return nil, outcome.New(http.StatusBadRequest, codeInvalid, "the request body could not be read: "+err.Error())
+	}
+	if n > limit {
+		return nil, tooLarge(limit)
+	}
+	return buf.Bytes(), nil
+}
