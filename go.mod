@@ -6,6 +6,7 @@ require (
 	github.com/google/fhir/go v0.7.4
 	github.com/gorilla/mux v1.8.1
 	github.com/ncruces/go-sqlite3 v0.35.6
+	google.golang.org/protobuf v1.25.0
 )
 
 require (
@@ -19,5 +20,4 @@ require (
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/serenize/snaker v0.0.0-20201027110005-a7ad2135616e // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	google.golang.org/protobuf v1.25.0 // indirect
 )

@@ -53,6 +53,11 @@ type Version struct {
 // Write is one new version. The backend applies it only if the resource's
 // current version is Version-1 (0 meaning the resource does not exist yet),
 // and reports ErrConflict otherwise.
+//
+// Callers guarantee that LastUpdated never decreases across the versions of
+// one resource (the _at query relies on it) and is in UTC; backends keep at
+// least millisecond precision. A malformed Write (no Type or ID, a tombstone
+// with a body) is a programming error and fails with a plain error.
 type Write struct {
 	Type        string
 	ID          string
@@ -112,14 +117,16 @@ type Tx interface {
 	Writer
 }
 
-// Store is a backend.
+// Store is a backend. Every method honours ctx: a cancelled call returns an
+// error matching ctx.Err() and writes nothing.
 type Store interface {
 	Reader
 	Writer
 	// Transact runs fn atomically: all of its writes land or none do. If fn
 	// returns an error the transaction is rolled back and that error is
 	// returned. Backends without transactions return
-	// ErrTransactionsUnsupported without calling fn.
+	// ErrTransactionsUnsupported without calling fn. Inside fn only tx may
+	// be used: a single-writer backend would wait on itself otherwise.
 	Transact(ctx context.Context, fn func(tx Tx) error) error
 	// Ping reports whether the store can serve requests (readiness).
 	Ping(ctx context.Context) error

@@ -1,0 +1,178 @@
+package sqlite
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// crashEnv names the database the crash child writes to; the child test
+// skips unless it is set.
+const crashEnv = "KILN_SQLITE_CRASH_CHILD_DB"
+
+// TestCrashConsistency kills a writing process with SIGKILL at an arbitrary
+// moment, several times over the same database, and checks after each crash
+// that the database is consistent and that every write the child saw
+// acknowledged is there.
+func TestCrashConsistency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("re-executes the test binary")
+	}
+	path := filepath.Join(t.TempDir(), "crash.db")
+	for round := range 3 {
+		acked := runCrashChild(t, path, 200*time.Millisecond)
+
+		s := openTemp(t, path)
+		checkConsistent(t, s)
+		for _, a := range acked {
+			if _, err := s.VRead(t.Context(), a.typ, a.id, a.version); err != nil {
+				t.Fatalf("round %d: acknowledged %s/%s v%d lost: %v", round, a.typ, a.id, a.version, err)
+			}
+		}
+		var versions int
+		if err := s.reader.QueryRow(`SELECT count(*) FROM resource_versions`).Scan(&versions); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after %d acknowledged writes; %d versions stored", round, len(acked), versions)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type ack struct {
+	typ, id string
+	version int64
+}
+
+// runCrashChild starts the child, lets it write for d after it reports
+// ready, kills it with SIGKILL and returns the writes it acknowledged.
+func runCrashChild(t *testing.T, path string, d time.Duration) []ack {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), crashEnv+"="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	done := make(chan []ack)
+	go func() {
+		var acks []ack
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "ready" {
+				close(ready)
+				continue
+			}
+			var a ack
+			if _, err := fmt.Sscanf(line, "ack %s %s %d", &a.typ, &a.id, &a.version); err == nil {
+				acks = append(acks, a)
+			}
+		}
+		done <- acks
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("crash child never became ready")
+	}
+	time.Sleep(d)
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no deferred cleanup runs
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	acks := <-done
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.Exited() {
+		t.Fatalf("crash child was not killed: %v (it must write until killed)", err)
+	}
+	if len(acks) == 0 {
+		t.Fatal("crash child acknowledged no writes before it was killed")
+	}
+	return acks
+}
+
+// TestCrashChild is the process TestCrashConsistency kills: it writes
+// creates, updates, deletes and two-resource transactions in a loop, and
+// prints "ack <type> <id> <version>" once each is committed.
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashEnv)
+	if path == "" {
+		t.Skip("helper process of TestCrashConsistency")
+	}
+	ctx := context.Background()
+	s, err := Open(ctx, path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crash child:", err)
+		os.Exit(2)
+	}
+	fmt.Println("ready")
+	types := []string{"Patient", "Observation"}
+	next := func(typ, id string) store.Write {
+		var version int64 = 1
+		deleted := false
+		if cur, err := s.Read(ctx, typ, id); err == nil {
+			version, deleted = cur.Version+1, cur.Deleted
+		} else if !errors.Is(err, store.ErrNotFound) {
+			fmt.Fprintln(os.Stderr, "crash child: read:", err)
+			os.Exit(2)
+		}
+		w := store.Write{Type: typ, ID: id, Version: version, LastUpdated: time.Now(), Method: store.MethodUpdate}
+		if version > 1 && !deleted && rand.IntN(8) == 0 {
+			w.Method, w.Deleted = store.MethodDelete, true
+			return w
+		}
+		w.Body = fmt.Appendf(nil, `{"resourceType":%q,"id":%q,"pad":%q}`, typ, id, strings.Repeat("x", rand.IntN(4000)))
+		return w
+	}
+	report := func(ws ...store.Write) {
+		var b strings.Builder
+		for _, w := range ws {
+			fmt.Fprintf(&b, "ack %s %s %d\n", w.Type, w.ID, w.Version)
+		}
+		os.Stdout.WriteString(b.String())
+	}
+	deadline := time.Now().Add(60 * time.Second) // only if nobody kills us
+	for i := 0; time.Now().Before(deadline); i++ {
+		a := next(types[rand.IntN(2)], fmt.Sprint(rand.IntN(40)))
+		if i%4 != 0 {
+			if err := s.Put(ctx, a); err != nil {
+				fmt.Fprintln(os.Stderr, "crash child: put:", err)
+				os.Exit(2)
+			}
+			report(a)
+			continue
+		}
+		b := next(types[rand.IntN(2)], fmt.Sprint(40+rand.IntN(40)))
+		err := s.Transact(ctx, func(tx store.Tx) error {
+			if err := tx.Put(ctx, a); err != nil {
+				return err
+			}
+			return tx.Put(ctx, b)
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crash child: transact:", err)
+			os.Exit(2)
+		}
+		report(a, b)
+	}
+	os.Exit(3)
+}

@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// history runs one page of q with the statements of qs, inside tx when it is
+// not nil (Transact).
+//
+// Paging is keyset paging over (last_updated DESC, seq DESC): the cursor is
+// the position of the last version returned, so a page costs an index range
+// scan of Count+1 rows wherever it starts, and versions written meanwhile
+// cannot shift it. See cursor for the snapshot bound.
+func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql.Tx) (*store.HistoryPage, error) {
+	var l level
+	switch {
+	case q.Type == "" && q.ID == "":
+		l = systemLevel
+	case q.ID == "":
+		l = typeLevel
+	case q.Type != "":
+		l = instanceLevel
+	default:
+		return nil, fmt.Errorf("sqlite store: history: an id (%q) needs a type", q.ID)
+	}
+	if q.Count <= 0 {
+		return nil, fmt.Errorf("sqlite store: history: count must be > 0, got %d", q.Count)
+	}
+
+	// Stored times are whole microseconds, so each bound is rounded the way
+	// that keeps its comparison exact: lu >= Since ⇔ lu >= ceil(Since),
+	// lu < AtHigh ⇔ lu < ceil(AtHigh), n.lu <= AtLow ⇔ n.lu <= floor(AtLow).
+	since, atLow, atHigh := int64(minMicros), int64(0), int64(maxMicros)
+	if !q.Since.IsZero() {
+		since = microsCeil(q.Since)
+	}
+	if !q.AtLow.IsZero() {
+		atLow = micros(q.AtLow)
+	}
+	if !q.AtHigh.IsZero() {
+		atHigh = microsCeil(q.AtHigh)
+	}
+	hash := queryHash(l, q.Type, q.ID, since, atLow, atHigh)
+
+	// First page: start above every position and see every seq; the page
+	// query reports max(seq) to freeze the set for the following pages.
+	pos := cursor{lastUpdated: math.MaxInt64, seq: math.MaxInt64, maxSeq: math.MaxInt64, query: hash}
+	if q.Cursor != "" {
+		c, err := decodeCursor(q.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		if c.query != hash {
+			return nil, fmt.Errorf("sqlite store: history: cursor was issued for another query: %w", store.ErrBadCursor)
+		}
+		pos = c
+	}
+
+	args := make([]any, 0, 10)
+	switch l {
+	case typeLevel:
+		args = append(args, q.Type)
+	case instanceLevel:
+		args = append(args, q.Type, q.ID)
+	}
+	// [since, hi] is the index range: AtHigh is exclusive, and nothing after
+	// the cursor's position can be on this page.
+	hi := pos.lastUpdated
+	if atHigh != maxMicros {
+		hi = min(hi, atHigh-1)
+	}
+	args = append(args, since, hi, pos.lastUpdated, pos.seq, pos.maxSeq)
+	withAt := 0
+	if !q.AtLow.IsZero() {
+		withAt = 1
+		args = append(args, atLow)
+	}
+
+	st := qs.history[l][withAt]
+	if tx != nil {
+		st = tx.StmtContext(ctx, st)
+		defer st.Close()
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, wrapErr(ctx, "history", err)
+	}
+	defer rows.Close()
+
+	page := &store.HistoryPage{}
+	var last cursor
+	more := false
+	for rows.Next() {
+		// One row beyond the page tells whether there is a next page.
+		if len(page.Versions) == q.Count {
+			more = true
+			break
+		}
+		v := &store.Version{}
+		var seq, lu int64
+		var maxSeq sql.NullInt64
+		var method string
+		if err := rows.Scan(&seq, &v.Type, &v.ID, &v.Version, &lu, &method, &v.Deleted, &v.Body, &maxSeq); err != nil {
+			return nil, wrapErr(ctx, "history", err)
+		}
+		v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
+		page.Versions = append(page.Versions, v)
+		last = cursor{lastUpdated: lu, seq: seq, maxSeq: pos.maxSeq, query: hash}
+		if q.Cursor == "" {
+			last.maxSeq = maxSeq.Int64
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr(ctx, "history", err)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, wrapErr(ctx, "history", err)
+	}
+	if more {
+		page.Next = last.encode()
+	}
+	return page, nil
+}

@@ -1,0 +1,130 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// applicationID marks a database file as Kiln's ("KILN" in ASCII), so Open
+// refuses to add tables to some unrelated SQLite file it was pointed at.
+const applicationID = 0x4B494C4E
+
+// migrations is the ordered schema history. The database's PRAGMA
+// user_version is the number of migrations applied; Open applies the missing
+// ones in one transaction. Never edit an entry that has shipped: append a new
+// one.
+var migrations = [][]string{
+	// 1: versions and the current-version pointer.
+	{
+		// resource_versions is append-only: every version of every resource,
+		// exactly once. Nothing UPDATEs or DELETEs its rows (a future erasure
+		// feature will be the only exception).
+		//
+		// seq is the insertion order. AUTOINCREMENT (rather than a plain
+		// rowid) guarantees a seq is never reused, even after the newest row
+		// is erased; history cursors and their snapshot bound (maxSeq) rely
+		// on seq only ever growing.
+		//
+		// last_updated is unix microseconds, UTC.
+		// STRICT makes SQLite reject values of the wrong type (e.g. a body
+		// bound as TEXT) instead of silently converting them.
+		`CREATE TABLE resource_versions (
+			seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+			type         TEXT    NOT NULL,
+			id           TEXT    NOT NULL,
+			version      INTEGER NOT NULL CHECK (version >= 1),
+			last_updated INTEGER NOT NULL,
+			method       TEXT    NOT NULL,
+			deleted      INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+			body         BLOB,
+			CHECK ((deleted = 1) = (body IS NULL)),
+			UNIQUE (type, id, version)
+		) STRICT`,
+		// System history: ORDER BY last_updated DESC, seq DESC. seq is the
+		// rowid, which every index carries as its last column, so this index
+		// is ordered by (last_updated, seq) without storing seq twice.
+		`CREATE INDEX resource_versions_by_time ON resource_versions (last_updated)`,
+		// Type history: (type, last_updated, seq) for the same reason.
+		`CREATE INDEX resource_versions_by_type_time ON resource_versions (type, last_updated)`,
+		// Instance history: without it a page would read and sort every
+		// version of the resource (bodies included), or walk the whole type.
+		`CREATE INDEX resource_versions_by_instance_time ON resource_versions (type, id, last_updated)`,
+		// resources points at each resource's current version: the row the
+		// compare-and-swap of Put checks, and that search will join against.
+		// seq lets Read reach the version row by rowid. WITHOUT ROWID keeps
+		// the row inside the primary-key b-tree: one lookup.
+		`CREATE TABLE resources (
+			type         TEXT    NOT NULL,
+			id           TEXT    NOT NULL,
+			version      INTEGER NOT NULL,
+			seq          INTEGER NOT NULL REFERENCES resource_versions (seq),
+			deleted      INTEGER NOT NULL,
+			last_updated INTEGER NOT NULL,
+			PRIMARY KEY (type, id)
+		) STRICT, WITHOUT ROWID`,
+	},
+}
+
+// schemaVersion is the user_version this build writes.
+func schemaVersion() int { return len(migrations) }
+
+// migrate brings the database up to schemaVersion in one write transaction,
+// so a crash mid-migration leaves the previous schema intact.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: see dsn
+	if err != nil {
+		return fmt.Errorf("sqlite store: migrate: begin: %w", err)
+	}
+	defer tx.Rollback()
+
+	var current, appID int
+	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&current); err != nil {
+		return fmt.Errorf("sqlite store: migrate: read user_version: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, `PRAGMA application_id`).Scan(&appID); err != nil {
+		return fmt.Errorf("sqlite store: migrate: read application_id: %w", err)
+	}
+	switch {
+	case appID == applicationID:
+	case appID == 0 && current == 0:
+		// A new file, or some other SQLite database: only the former is ours
+		// to initialise.
+		var objects int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&objects); err != nil {
+			return fmt.Errorf("sqlite store: migrate: inspect schema: %w", err)
+		}
+		if objects != 0 {
+			return fmt.Errorf("sqlite store: migrate: the database already holds %d schema objects but is not a Kiln database", objects)
+		}
+	default:
+		return fmt.Errorf("sqlite store: migrate: not a Kiln database (application_id %#x)", appID)
+	}
+	if current > schemaVersion() {
+		return fmt.Errorf("sqlite store: migrate: database schema version %d is newer than this build supports (%d); upgrade Kiln", current, schemaVersion())
+	}
+	if current == schemaVersion() {
+		return nil
+	}
+
+	for v := current; v < schemaVersion(); v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("sqlite store: migrate to version %d: %w", v+1, err)
+			}
+		}
+	}
+	// PRAGMA takes no bound parameters; both values are integers we control.
+	// The header fields they set are part of page 1, so they commit or roll
+	// back with the migration.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA application_id = %d`, applicationID)); err != nil {
+		return fmt.Errorf("sqlite store: migrate: set application_id: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion())); err != nil {
+		return fmt.Errorf("sqlite store: migrate: set user_version: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite store: migrate: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,387 @@
+// Package sqlite is Kiln's embedded default store: one SQLite database file
+// in WAL mode, implementing store.Store.
+//
+// Concurrency model: all writes go through a pool of exactly one connection
+// whose transactions start with BEGIN IMMEDIATE, so in-process writers queue
+// in database/sql instead of meeting SQLITE_BUSY, and the compare-and-swap of
+// Put is serialised. Reads use a separate pool of query_only connections that
+// WAL lets run concurrently with the writer.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// Store is the SQLite backend. It is safe for concurrent use.
+type Store struct {
+	path   string
+	writer *sql.DB // one connection: every write and every Transact
+	reader *sql.DB // several query_only connections
+
+	rq readQueries  // prepared on reader
+	wq readQueries  // the same reads, prepared on writer (inside Transact)
+	pq writeQueries // prepared on writer
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// options are the knobs tests and benchmarks turn; Open uses the defaults.
+type options struct {
+	synchronous string
+}
+
+// Open opens (creating if needed) the database file at path, applies any
+// pending schema migrations and prepares the statements. The parent folder is
+// created with mode 0700 if it is missing: the file holds health data.
+func Open(ctx context.Context, path string) (*Store, error) {
+	return open(ctx, path, options{synchronous: defaultSynchronous})
+}
+
+func open(ctx context.Context, path string, o options) (_ *Store, err error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	// Create the file ourselves so that it is private (SQLite would use
+	// 0666 less the umask); SQLite treats an empty file as an empty database.
+	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	s := &Store{path: abs}
+	defer func() {
+		if err != nil {
+			s.closeAll()
+		}
+	}()
+
+	// The writer connects first: it switches the file to WAL and migrates
+	// the schema before any reader looks at it.
+	s.writer, err = sql.Open(driverName, dsn(abs, writerRole, o.synchronous))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	s.writer.SetMaxOpenConns(1)
+	s.writer.SetMaxIdleConns(1)
+	s.writer.SetConnMaxLifetime(0) // keep the connection and its prepared statements
+	s.writer.SetConnMaxIdleTime(0)
+	var mode string
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	if mode != "wal" {
+		// E.g. a file system without shared memory support: refuse rather
+		// than run with readers blocking the writer.
+		return nil, fmt.Errorf("sqlite store: open %s: journal_mode is %q, want wal", path, mode)
+	}
+	if err := migrate(ctx, s.writer); err != nil {
+		return nil, fmt.Errorf("%w (database %s)", err, path)
+	}
+
+	s.reader, err = sql.Open(driverName, dsn(abs, readerRole, o.synchronous))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
+	}
+	// Each connection carries its own SQLite instance and page cache, so
+	// the pool is sized to the CPUs that can use it, not to the clients.
+	n := min(max(runtime.GOMAXPROCS(0), 2), 8)
+	s.reader.SetMaxOpenConns(n)
+	s.reader.SetMaxIdleConns(n)
+	s.reader.SetConnMaxLifetime(0)
+	s.reader.SetConnMaxIdleTime(0)
+
+	if err := s.rq.prepare(ctx, s.reader); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: prepare reads: %w", path, err)
+	}
+	if err := s.wq.prepare(ctx, s.writer); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: prepare reads on writer: %w", path, err)
+	}
+	if err := s.pq.prepare(ctx, s.writer); err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: prepare writes: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes both pools. Readers close first, so the writer's is the last
+// connection to the file: SQLite then checkpoints the WAL into the database
+// and removes it. Calls after Close fail; Close itself is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.closeAll() })
+	return s.closeErr
+}
+
+func (s *Store) closeAll() error {
+	var errs []error
+	errs = append(errs, s.rq.close(), s.wq.close(), s.pq.close())
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sqlite store: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// Ping runs a trivial query on the reader pool.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.rq.ping.QueryRowContext(ctx).Scan(&one); err != nil {
+		return wrapErr(ctx, "ping", err)
+	}
+	return nil
+}
+
+// Read returns the current version: one primary-key lookup in resources and
+// one rowid lookup of the version it points at.
+func (s *Store) Read(ctx context.Context, typ, id string) (*store.Version, error) {
+	return read(ctx, s.rq.read, typ, id)
+}
+
+// VRead returns one version through the UNIQUE (type, id, version) index.
+func (s *Store) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
+	return vread(ctx, s.rq.vread, typ, id, version)
+}
+
+// History pages through versions newest first; see history.go.
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
+	return history(ctx, q, &s.rq, nil)
+}
+
+// Put applies w in its own IMMEDIATE transaction.
+func (s *Store) Put(ctx context.Context, w store.Write) error {
+	if err := validate(w); err != nil {
+		return err
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(ctx, "put: begin", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	if err := s.put(ctx, tx, w); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return wrapErr(ctx, "put: commit", err)
+	}
+	return nil
+}
+
+// put is the compare-and-swap, inside a write transaction the caller owns:
+// check the pointer, append the version, move the pointer. The write lock
+// is held from BEGIN IMMEDIATE, so nothing can change the pointer between
+// the check and the upsert.
+func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
+	fail := func(step string, err error) error {
+		return wrapErr(ctx, fmt.Sprintf("put %s%s", writeRef(w), step), err)
+	}
+
+	current := tx.StmtContext(ctx, s.pq.current)
+	defer current.Close()
+	var cur int64
+	err := current.QueryRowContext(ctx, w.Type, w.ID).Scan(&cur)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		cur = 0
+	case err != nil:
+		return fail("", err)
+	}
+	if cur != w.Version-1 {
+		return fmt.Errorf("sqlite store: put %s: current version is %d: %w", writeRef(w), cur, store.ErrConflict)
+	}
+
+	lu := micros(w.LastUpdated)
+	// A tombstone's body is SQL NULL. A nil []byte would bind as an empty
+	// BLOB, which the schema's CHECK rejects, hence the untyped nil.
+	var body any
+	if !w.Deleted {
+		body = w.Body
+	}
+	insert := tx.StmtContext(ctx, s.pq.insert)
+	defer insert.Close()
+	res, err := insert.ExecContext(ctx, w.Type, w.ID, w.Version, lu, string(w.Method), w.Deleted, body)
+	if err != nil {
+		return fail(": insert version", err)
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return fail(": insert version", err)
+	}
+
+	upsert := tx.StmtContext(ctx, s.pq.upsert)
+	defer upsert.Close()
+	if _, err := upsert.ExecContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu); err != nil {
+		return fail(": move pointer", err)
+	}
+	return nil
+}
+
+func writeRef(w store.Write) string {
+	return fmt.Sprintf("%s/%s version %d", w.Type, w.ID, w.Version)
+}
+
+// Transact runs fn inside one IMMEDIATE transaction on the writer
+// connection. Reads through the Tx see its own writes.
+//
+// fn must use only tx: the Store's own Put (or a nested Transact) would
+// wait for the writer connection that fn is holding, until its context
+// ends.
+func (s *Store) Transact(ctx context.Context, fn func(tx store.Tx) error) error {
+	sqlTx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return wrapErr(ctx, "transact: begin", err)
+	}
+	defer sqlTx.Rollback() // also on panic in fn
+	t := &tx{s: s, tx: sqlTx}
+	if err := fn(t); err != nil {
+		return err // the contract: fn's error, as is
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := sqlTx.Commit(); err != nil {
+		return wrapErr(ctx, "transact: commit", err)
+	}
+	return nil
+}
+
+// tx is store.Tx over one *sql.Tx.
+type tx struct {
+	s  *Store
+	tx *sql.Tx
+	// mu serialises Puts (and the commit) so that two goroutines sharing a
+	// Tx cannot interleave the check and the upsert of the CAS.
+	mu sync.Mutex
+}
+
+func (t *tx) Read(ctx context.Context, typ, id string) (*store.Version, error) {
+	st := t.tx.StmtContext(ctx, t.s.wq.read)
+	defer st.Close()
+	return read(ctx, st, typ, id)
+}
+
+func (t *tx) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
+	st := t.tx.StmtContext(ctx, t.s.wq.vread)
+	defer st.Close()
+	return vread(ctx, st, typ, id, version)
+}
+
+func (t *tx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
+	return history(ctx, q, &t.s.wq, t.tx)
+}
+
+func (t *tx) Put(ctx context.Context, w store.Write) error {
+	if err := validate(w); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.s.put(ctx, t.tx, w)
+}
+
+func read(ctx context.Context, st *sql.Stmt, typ, id string) (*store.Version, error) {
+	v := &store.Version{Type: typ, ID: id}
+	var lu int64
+	var method string
+	err := st.QueryRowContext(ctx, typ, id).Scan(&v.Version, &lu, &method, &v.Deleted, &v.Body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite store: read %s/%s: %w", typ, id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrapErr(ctx, "read "+typ+"/"+id, err)
+	}
+	v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
+	return v, nil
+}
+
+func vread(ctx context.Context, st *sql.Stmt, typ, id string, version int64) (*store.Version, error) {
+	v := &store.Version{Type: typ, ID: id, Version: version}
+	var lu int64
+	var method string
+	err := st.QueryRowContext(ctx, typ, id, version).Scan(&lu, &method, &v.Deleted, &v.Body)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite store: vread %s/%s/_history/%d: %w", typ, id, version, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, wrapErr(ctx, fmt.Sprintf("vread %s/%s/_history/%d", typ, id, version), err)
+	}
+	v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
+	return v, nil
+}
+
+// validate rejects writes the schema could not store faithfully. These are
+// caller bugs, not conflicts, so they match none of the store sentinels.
+func validate(w store.Write) error {
+	var why string
+	switch {
+	case w.Type == "" || w.ID == "":
+		why = "type and id are required"
+	case w.Version < 1:
+		why = "version must be >= 1"
+	case w.LastUpdated.IsZero():
+		why = "LastUpdated is required"
+	case w.LastUpdated.Year() < 1 || w.LastUpdated.Year() > 9999:
+		why = fmt.Sprintf("LastUpdated %v out of range", w.LastUpdated)
+	case w.Deleted && len(w.Body) != 0:
+		why = "a tombstone has no body"
+	case !w.Deleted && len(w.Body) == 0:
+		why = "body is required"
+	default:
+		return nil
+	}
+	return fmt.Errorf("sqlite store: put %s: invalid write: %s", writeRef(w), why)
+}
+
+// micros is the stored form of a timestamp: unix microseconds, rounded down.
+// FHIR instants carry at most that precision in practice (the body keeps the
+// exact text); LastUpdated comes back truncated to the microsecond.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// microsCeil rounds t up to a whole microsecond (micros rounds down: the
+// nanoseconds of a time.Time are never negative).
+func microsCeil(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
+}
+
+// Bounds used when a history filter is absent; no stored timestamp reaches
+// them (validate keeps years within 1..9999).
+const (
+	minMicros = math.MinInt64
+	maxMicros = math.MaxInt64
+)
+
+// wrapErr adds context to err. When ctx is done the result also matches
+// ctx.Err(): SQLite reports an interrupted statement as SQLITE_INTERRUPT,
+// which callers should not need to know about.
+func wrapErr(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("sqlite store: %s: %w (%w)", op, cerr, err)
+	}
+	return fmt.Errorf("sqlite store: %s: %w", op, err)
+}

@@ -1,0 +1,225 @@
+package storetest_test
+
+// A deliberately naive in-memory store.Store, used only to check the suite
+// itself: that it passes an implementation written from the contract alone
+// (no SQL, no snapshot in its cursors, like a MongoDB backend would be), and
+// that its ErrTransactionsUnsupported branch works.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
+)
+
+func TestSuiteOnMemStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return &memStore{txs: true} })
+}
+
+func TestSuiteOnMemStoreWithoutTransactions(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return &memStore{} })
+}
+
+type memStore struct {
+	txs     bool
+	writeMu sync.Mutex // held by Put and for the whole of Transact
+	mu      sync.Mutex // guards versions
+	// versions in write order; a version's seq is its index+1.
+	versions []store.Version
+}
+
+func (s *memStore) Ping(ctx context.Context) error { return ctx.Err() }
+func (s *memStore) Close() error                   { return nil }
+
+func (s *memStore) snapshot() []store.Version {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clip(s.versions)
+}
+
+func (s *memStore) Read(ctx context.Context, typ, id string) (*store.Version, error) {
+	return read(ctx, s.snapshot(), typ, id)
+}
+
+func (s *memStore) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
+	return vread(ctx, s.snapshot(), typ, id, version)
+}
+
+func (s *memStore) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
+	return history(ctx, s.snapshot(), q)
+}
+
+func (s *memStore) Put(ctx context.Context, w store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	v, err := check(s.snapshot(), w)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.versions = append(s.versions, v)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *memStore) Transact(ctx context.Context, fn func(tx store.Tx) error) error {
+	if !s.txs {
+		return store.ErrTransactionsUnsupported
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	tx := &memTx{versions: s.snapshot()}
+	base := len(tx.versions)
+	if err := fn(tx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.versions = append(s.versions, tx.versions[base:]...)
+	s.mu.Unlock()
+	return nil
+}
+
+// memTx sees the committed versions plus its own.
+type memTx struct{ versions []store.Version }
+
+func (t *memTx) Read(ctx context.Context, typ, id string) (*store.Version, error) {
+	return read(ctx, t.versions, typ, id)
+}
+
+func (t *memTx) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
+	return vread(ctx, t.versions, typ, id, version)
+}
+
+func (t *memTx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
+	return history(ctx, t.versions, q)
+}
+
+func (t *memTx) Put(ctx context.Context, w store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v, err := check(t.versions, w)
+	if err != nil {
+		return err
+	}
+	t.versions = append(slices.Clip(t.versions), v)
+	return nil
+}
+
+// check is the compare-and-swap: w must be the current version + 1.
+func check(vs []store.Version, w store.Write) (store.Version, error) {
+	var cur int64
+	for _, v := range vs {
+		if v.Type == w.Type && v.ID == w.ID {
+			cur = max(cur, v.Version)
+		}
+	}
+	if w.Version != cur+1 {
+		return store.Version{}, fmt.Errorf("mem: %s/%s is at %d: %w", w.Type, w.ID, cur, store.ErrConflict)
+	}
+	v := store.Version{Type: w.Type, ID: w.ID, Version: w.Version, LastUpdated: w.LastUpdated.UTC(),
+		Method: w.Method, Deleted: w.Deleted}
+	if !w.Deleted {
+		v.Body = bytes.Clone(w.Body)
+	}
+	return v, nil
+}
+
+func read(ctx context.Context, vs []store.Version, typ, id string) (*store.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := len(vs) - 1; i >= 0; i-- {
+		if vs[i].Type == typ && vs[i].ID == id {
+			v := vs[i]
+			return &v, nil
+		}
+	}
+	return nil, store.ErrNotFound
+}
+
+func vread(ctx context.Context, vs []store.Version, typ, id string, version int64) (*store.Version, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		if v.Type == typ && v.ID == id && v.Version == version {
+			return &v, nil
+		}
+	}
+	return nil, store.ErrNotFound
+}
+
+// history sorts everything in scope by (LastUpdated, seq) descending and
+// returns the entries after the cursor position. The cursor is only that
+// position, so versions written later with an older LastUpdated do show up
+// on later pages (the suite must allow that).
+func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*store.HistoryPage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type entry struct {
+		v   store.Version
+		seq int
+	}
+	var after *entry
+	if q.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		var ns int64
+		var seq int
+		if err == nil {
+			_, err = fmt.Sscanf(string(b), "mem %d %d", &ns, &seq)
+		}
+		if err != nil || fmt.Sprintf("mem %d %d", ns, seq) != string(b) {
+			return nil, store.ErrBadCursor
+		}
+		after = &entry{v: store.Version{LastUpdated: time.Unix(0, ns)}, seq: seq}
+	}
+	less := func(a, b entry) int { // newest first
+		if c := b.v.LastUpdated.Compare(a.v.LastUpdated); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.seq, a.seq)
+	}
+	var es []entry
+	for i, v := range vs {
+		switch {
+		case q.Type != "" && v.Type != q.Type, q.ID != "" && v.ID != q.ID:
+		case !q.Since.IsZero() && v.LastUpdated.Before(q.Since):
+		case !q.AtHigh.IsZero() && !v.LastUpdated.Before(q.AtHigh):
+		case !q.AtLow.IsZero() && slices.ContainsFunc(vs, func(n store.Version) bool {
+			return n.Type == v.Type && n.ID == v.ID && n.Version == v.Version+1 && !n.LastUpdated.After(q.AtLow)
+		}):
+		default:
+			if e := (entry{v, i + 1}); after == nil || less(*after, e) < 0 {
+				es = append(es, e)
+			}
+		}
+	}
+	slices.SortFunc(es, less)
+	page := &store.HistoryPage{}
+	for i, e := range es {
+		if i == q.Count {
+			last := es[i-1]
+			page.Next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "mem %d %d", last.v.LastUpdated.UnixNano(), last.seq))
+			break
+		}
+		v := e.v
+		page.Versions = append(page.Versions, &v)
+	}
+	return page, nil
+}
