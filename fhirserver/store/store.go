@@ -81,6 +81,10 @@ type HistoryQuery struct {
 	AtLow, AtHigh time.Time
 	// Count is the page size; must be > 0.
 	Count int
+	// MaxBytes (0: no bound) ends a page early once the bodies of its
+	// versions add up to at least MaxBytes, so a page of large resources
+	// stays bounded in memory. A page always holds at least one version.
+	MaxBytes int
 	// Cursor continues a previous page (empty: first page).
 	Cursor string
 }
