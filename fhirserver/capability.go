@@ -2,6 +2,7 @@ package fhirserver
 
 import (
 	"encoding/json"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"net/http"
 
 	"github.com/kiln-fhir/kiln/profiles"
@@ -86,7 +87,7 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 	return json.Marshal(capabilityStatement{
 		ResourceType:   "CapabilityStatement",
 		Status:         "active",
-		Date:           instant(s.now()),
+		Date:           fhirjson.FormatInstant(s.now()),
 		Publisher:      "Kiln",
 		Kind:           "instance",
 		Software:       capSoftware{Name: "Kiln", Version: s.cfg.Version},

@@ -55,11 +55,10 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 }
 
 // notModified implements conditional read: If-None-Match wins over
-// If-Modified-Since, as in RFC 9110.
+// If-Modified-Since, as in RFC 9110. A malformed If-None-Match is ignored.
 func notModified(r *http.Request, v *store.Version) bool {
-	if inm := r.Header.Get("If-None-Match"); inm != "" {
-		n, ok := parseETag(inm)
-		return ok && n == v.Version
+	if inm, ok := parseETagSet(r.Header, "If-None-Match"); inm.present {
+		return ok && inm.matches(v)
 	}
 	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
 		t, err := http.ParseTime(ims)
@@ -80,7 +79,8 @@ func gone(c *call, v *store.Version) error {
 }
 
 // readBody reads and structurally validates a request body for the type in
-// the URL. Bundles may be larger than other resources.
+// the URL. Bundles may be larger than other resources. The body's bytes are
+// reserved from the validation budget while it is read and checked.
 func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, error) {
 	if err := checkContentType(r); err != nil {
 		return nil, fhirjson.Info{}, err
@@ -89,6 +89,20 @@ func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, e
 	if typ == "Bundle" {
 		limit = s.cfg.Limits.MaxBundleBytes
 	}
+	// Refuse a declared oversize body before reading any of it.
+	if r.ContentLength > limit {
+		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+	}
+	reserve := limit
+	if r.ContentLength >= 0 {
+		reserve = r.ContentLength
+	}
+	release, err := s.budget.acquire(r.Context(), reserve)
+	if err != nil {
+		return nil, fhirjson.Info{}, err
+	}
+	defer release()
 	body, err := fhirjson.ReadBody(r.Body, limit)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
@@ -164,12 +178,12 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	default:
 		return outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the URL's id "+quote(c.id), c.typ+".id")
 	}
-	want, err := ifMatch(r)
+	pre, err := writePreconditions(r)
 	if err != nil {
 		return err
 	}
 	var created bool
-	v, err := s.mutate(r, c, want, func(prev *store.Version) (*store.Write, error) {
+	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
 		created = prev == nil || prev.Deleted
 		wr, err := s.nextWrite(c.typ, c.id, prev, body, store.MethodUpdate)
 		return &wr, err
@@ -186,11 +200,11 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
-	want, err := ifMatch(r)
+	pre, err := writePreconditions(r)
 	if err != nil {
 		return err
 	}
-	v, err := s.mutate(r, c, want, func(prev *store.Version) (*store.Write, error) {
+	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
 		if prev == nil || prev.Deleted {
 			return nil, nil // deleting what is not there is idempotent
 		}
@@ -204,14 +218,14 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
 }
 
 // mutate reads the current version of c's resource and writes the version
-// next builds from it, atomically. With want != 0 (If-Match) the current
-// version must be want, else 412. next returns nil to write nothing; mutate
-// then returns the current version (nil if none).
+// next builds from it, atomically, if the current version meets the
+// client's preconditions (412 otherwise). next returns nil to write nothing;
+// mutate then returns the current version (nil if none).
 //
 // Where the store has transactions the read and the write share one, so
 // writers queue instead of racing. Otherwise each attempt is a
 // compare-and-swap; a lost race is retried after a short random pause.
-func (s *Server) mutate(r *http.Request, c *call, want int64, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
+func (s *Server) mutate(r *http.Request, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
 	ctx := r.Context()
 	attempt := func(rw store.Tx) (*store.Version, error) {
 		prev, err := rw.Read(ctx, c.typ, c.id)
@@ -221,8 +235,8 @@ func (s *Server) mutate(r *http.Request, c *call, want int64, next func(prev *st
 		if err != nil {
 			return nil, err
 		}
-		if want != 0 && (prev == nil || prev.Version != want) {
-			return nil, preconditionFailed(c, want, prev)
+		if err := pre.check(c, prev); err != nil {
+			return nil, err
 		}
 		wr, err := next(prev)
 		if err != nil || wr == nil {
@@ -246,8 +260,9 @@ func (s *Server) mutate(r *http.Request, c *call, want int64, next func(prev *st
 		if !errors.Is(err, store.ErrConflict) {
 			return v, err
 		}
-		if want != 0 {
-			return nil, preconditionFailed(c, want, nil)
+		if pre.strict() {
+			return nil, outcome.New(http.StatusPreconditionFailed, "conflict",
+				c.typ+"/"+c.id+" was changed by another request while this one was applied")
 		}
 		if i == maxCASAttempts {
 			return nil, err
@@ -272,15 +287,4 @@ func (s *Server) deleted(w http.ResponseWriter, r *http.Request, c *call, tomb *
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
-}
-
-func preconditionFailed(c *call, want int64, cur *store.Version) error {
-	msg := "If-Match names version " + strconv.FormatInt(want, 10) + " of " + c.typ + "/" + c.id
-	switch {
-	case cur == nil:
-		msg += ", but the resource was changed concurrently or does not exist"
-	default:
-		msg += ", but the current version is " + strconv.FormatInt(cur.Version, 10)
-	}
-	return outcome.New(http.StatusPreconditionFailed, "conflict", msg)
 }

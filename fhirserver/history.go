@@ -3,6 +3,7 @@ package fhirserver
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,6 +16,10 @@ import (
 // cursorParam carries the opaque keyset cursor of history pages.
 const cursorParam = "_cursor"
 
+// pageBytes bounds the resource bytes of one page: a page of large
+// resources ends early (with a next link) rather than filling memory.
+const pageBytes = 16 << 20
+
 // history serves the instance, type and system history interactions: a
 // Bundle of type history, newest version first, paged by keyset cursors.
 func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -22,22 +27,22 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	if c.id != "" {
+	page, err := s.store.History(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	if c.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
 		if _, err := s.store.Read(r.Context(), c.typ, c.id); err != nil {
 			return s.notFound(err, c)
 		}
-	}
-	page, err := s.store.History(r.Context(), q)
-	if err != nil {
-		return err
 	}
 	writeBody(w, c.format, http.StatusOK, s.historyBundle(r, c, page))
 	return nil
 }
 
 func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, error) {
-	q := store.HistoryQuery{Type: c.typ, ID: c.id, Count: s.cfg.DefaultCount, Cursor: params.Get(cursorParam)}
+	q := store.HistoryQuery{Type: c.typ, ID: c.id, Count: s.cfg.DefaultCount, MaxBytes: pageBytes, Cursor: params.Get(cursorParam)}
 	if v := params.Get("_count"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -69,7 +74,7 @@ func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage
 	b.WriteString(`{"resourceType":"Bundle","id":`)
 	writeJSONString(&b, newID(s.cfg.Now()))
 	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(instant(s.now()))
+	b.WriteString(fhirjson.FormatInstant(s.now()))
 	b.WriteString(`"},"type":"history","link":[{"relation":"self","url":`)
 	writeJSONString(&b, s.pageURL(r, c, r.URL.Query().Get(cursorParam)))
 	b.WriteString(`}`)
@@ -119,7 +124,7 @@ func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version) {
 	b.WriteString(`","etag":`)
 	writeJSONString(b, etag(v.Version))
 	b.WriteString(`,"lastModified":"`)
-	b.WriteString(instant(v.LastUpdated))
+	b.WriteString(fhirjson.FormatInstant(v.LastUpdated))
 	b.WriteString(`"}}`)
 }
 

@@ -33,19 +33,3 @@ func newID(now time.Time) string {
 	hex.Encode(s[24:], u[10:])
 	return string(s[:])
 }
-
-// validID reports whether s is a valid FHIR logical id: [A-Za-z0-9\-\.]{1,64}.
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
-}

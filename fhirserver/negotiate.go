@@ -3,10 +3,12 @@ package fhirserver
 import (
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 const (
@@ -33,7 +35,9 @@ func negotiate(r *http.Request) (format, error) {
 		return f, outcome.New(http.StatusBadRequest, "invalid", `_pretty must be "true" or "false"`)
 	}
 	if v := q.Get("_format"); v != "" {
-		switch strings.TrimSpace(strings.SplitN(v, ";", 2)[0]) {
+		// An unescaped "+" in a query string arrives as a space:
+		// ?_format=application/fhir+json is common and meant literally.
+		switch strings.ReplaceAll(strings.TrimSpace(strings.SplitN(v, ";", 2)[0]), " ", "+") {
 		case "json", mimeFHIRJSON:
 		case mimeJSON:
 			f.contentType = mimeJSON
@@ -52,7 +56,7 @@ func negotiate(r *http.Request) (format, error) {
 	for _, h := range accept {
 		for _, part := range strings.Split(h, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || params["q"] == "0" {
+			if err != nil || refused(params["q"]) {
 				continue
 			}
 			switch mt {
@@ -68,6 +72,16 @@ func negotiate(r *http.Request) (format, error) {
 		return f, nil
 	}
 	return f, notAcceptable(strings.Join(accept, ", "))
+}
+
+// refused reports whether a media range's quality value is zero, which
+// means "not acceptable" (RFC 9110 §12.4.2).
+func refused(q string) bool {
+	if q == "" {
+		return false
+	}
+	f, err := strconv.ParseFloat(q, 64)
+	return err == nil && f <= 0
 }
 
 func notAcceptable(asked string) error {
@@ -122,8 +136,8 @@ func etag(version int64) string {
 	return `W/"` + strconv.FormatInt(version, 10) + `"`
 }
 
-// parseETag reads a version from an If-Match / If-None-Match value:
-// W/"3", "3" (quotes optional for lenient clients). ok=false when malformed.
+// parseETag reads a version from one entity tag: W/"3" or "3" (quotes
+// optional for lenient clients). ok=false when malformed.
 func parseETag(v string) (int64, bool) {
 	v = strings.TrimSpace(v)
 	v = strings.TrimPrefix(v, "W/")
@@ -132,15 +146,86 @@ func parseETag(v string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// ifMatch returns the version named by If-Match, or 0 when absent.
-func ifMatch(r *http.Request) (int64, error) {
-	h := r.Header.Get("If-Match")
-	if h == "" {
-		return 0, nil
+// etagSet is the value of If-Match or If-None-Match (RFC 9110 §13.1.1-2):
+// "*" or a list of entity tags.
+type etagSet struct {
+	present  bool
+	any      bool
+	versions []int64
+}
+
+// parseETagSet reads a header; ok=false when an entity tag is malformed.
+func parseETagSet(h http.Header, name string) (etagSet, bool) {
+	vals := h.Values(name)
+	if len(vals) == 0 {
+		return etagSet{}, true
 	}
-	n, ok := parseETag(h)
-	if !ok {
-		return 0, outcome.New(http.StatusBadRequest, "invalid", "If-Match must be a version ETag such as W/\"3\"; got "+strconv.Quote(h))
+	set := etagSet{present: true}
+	for _, v := range vals {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" {
+				set.any = true
+				continue
+			}
+			n, ok := parseETag(tag)
+			if !ok {
+				return set, false
+			}
+			set.versions = append(set.versions, n)
+		}
 	}
-	return n, nil
+	return set, true
+}
+
+// matches reports whether the current version v (nil: no resource) is in the
+// set. "*" matches any current, non-deleted resource.
+func (e etagSet) matches(v *store.Version) bool {
+	if v == nil {
+		return false
+	}
+	if e.any && !v.Deleted {
+		return true
+	}
+	return slices.Contains(e.versions, v.Version)
+}
+
+// preconditions are a write's If-Match and If-None-Match headers.
+type preconditions struct {
+	ifMatch, ifNoneMatch etagSet
+}
+
+func writePreconditions(r *http.Request) (preconditions, error) {
+	var p preconditions
+	var ok bool
+	if p.ifMatch, ok = parseETagSet(r.Header, "If-Match"); !ok {
+		return p, outcome.New(http.StatusBadRequest, "invalid", `If-Match must be "*" or version ETags such as W/"3"; got `+strconv.Quote(r.Header.Get("If-Match")))
+	}
+	if p.ifNoneMatch, ok = parseETagSet(r.Header, "If-None-Match"); !ok {
+		return p, outcome.New(http.StatusBadRequest, "invalid", `If-None-Match must be "*" or version ETags such as W/"3"; got `+strconv.Quote(r.Header.Get("If-None-Match")))
+	}
+	return p, nil
+}
+
+// strict reports whether the client made the write conditional on the
+// version it saw; a lost race then fails with 412 instead of retrying.
+func (p preconditions) strict() bool { return p.ifMatch.present || p.ifNoneMatch.present }
+
+// check returns a 412 OperationOutcome when the current version cur (nil:
+// none) fails the preconditions.
+func (p preconditions) check(c *call, cur *store.Version) error {
+	current := "the resource does not exist"
+	if cur != nil {
+		current = "the current version is " + strconv.FormatInt(cur.Version, 10)
+		if cur.Deleted {
+			current += " (deleted)"
+		}
+	}
+	if p.ifMatch.present && !p.ifMatch.matches(cur) {
+		return outcome.New(http.StatusPreconditionFailed, "conflict", "If-Match does not hold for "+c.typ+"/"+c.id+": "+current)
+	}
+	if p.ifNoneMatch.present && p.ifNoneMatch.matches(cur) {
+		return outcome.New(http.StatusPreconditionFailed, "conflict", "If-None-Match does not hold for "+c.typ+"/"+c.id+": "+current)
+	}
+	return nil
 }

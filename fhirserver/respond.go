@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -22,6 +21,7 @@ func writeBody(w http.ResponseWriter, f format, status int, body []byte) {
 	}
 	h := w.Header()
 	h.Set("Content-Type", f.contentType+"; charset=utf-8")
+	h.Add("Vary", "Accept")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
@@ -57,10 +57,4 @@ func (s *Server) resourceURL(typ, id string) string {
 
 func (s *Server) versionURL(v *store.Version) string {
 	return s.resourceURL(v.Type, v.ID) + "/_history/" + strconv.FormatInt(v.Version, 10)
-}
-
-// instant renders a time as a FHIR instant in UTC with millisecond precision,
-// the form written into meta.lastUpdated.
-func instant(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -42,6 +43,7 @@ type Server struct {
 	cfg        Config
 	store      store.Store
 	validator  *fhirjson.Validator
+	budget     *budget
 	capability []byte
 }
 
@@ -51,9 +53,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 		return nil, errors.New("fhirserver: BaseURL is required")
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	if cfg.Limits == (fhirjson.Limits{}) {
-		cfg.Limits = fhirjson.DefaultLimits()
-	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.DefaultCount <= 0 {
 		cfg.DefaultCount = 20
 	}
@@ -70,7 +70,9 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fhirserver: %w", err)
 	}
-	s := &Server{cfg: cfg, store: st, validator: v}
+	// One maximal Bundle, or several smaller bodies, may be under validation
+	// at once.
+	s := &Server{cfg: cfg, store: st, validator: v, budget: newBudget(cfg.Limits.MaxBundleBytes)}
 	s.capability, err = s.capabilityStatement()
 	if err != nil {
 		return nil, err
@@ -127,9 +129,17 @@ var notImplemented = []struct{ method, path, what string }{
 	{http.MethodPatch, "/{type:[A-Z][A-Za-z]*}/{id}", "patch"},
 }
 
-// Register mounts the FHIR API on r under prefix (e.g. "/fhir").
+// Register mounts the FHIR API on r under prefix (e.g. "/fhir"). The router
+// should not clean paths (mux.Router.SkipClean): a FHIR server answers
+// "/fhir/Patient//1" with 404, not a redirect.
 func (s *Server) Register(r *mux.Router, prefix string) {
-	sub := r.PathPrefix(prefix).Subrouter()
+	sub := r.PathPrefix(prefix).MatcherFunc(func(r *http.Request, _ *mux.RouteMatch) bool {
+		return r.URL.Path == prefix || strings.HasPrefix(r.URL.Path, prefix+"/")
+	}).Subrouter()
+	// Panics in the FHIR API answer as an OperationOutcome.
+	sub.Use(httpserver.Recover(s.cfg.Logger, func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, errors.New("panic"))
+	}))
 	allowed := map[string][]string{}
 	var paths []string
 	add := func(path, method string, h http.Handler) {
@@ -185,7 +195,7 @@ func (s *Server) prepare(r *http.Request, in Interaction, c *call) error {
 	if c.typ != "" && !profiles.IsResourceType(c.typ) {
 		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(c.typ))
 	}
-	if c.id != "" && !validID(c.id) {
+	if c.id != "" && !fhirjson.ValidID(c.id) {
 		return outcome.New(http.StatusBadRequest, "invalid", "invalid resource id "+quote(c.id)+": ids are 1-64 characters of A-Z a-z 0-9 - .")
 	}
 	if in == "" {
@@ -206,9 +216,13 @@ func (s *Server) authorize(ctx context.Context, a Access) error {
 // fail writes err as an OperationOutcome. It is the one place where errors
 // become HTTP statuses for the FHIR API.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	oe := toOutcome(err)
-	if oe.Status >= 500 {
-		s.cfg.Logger.ErrorContext(r.Context(), "fhir request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	oe, expected := outcome.As(err)
+	if !expected {
+		oe = toOutcome(err)
+		if oe.Status == http.StatusInternalServerError {
+			s.cfg.Logger.ErrorContext(r.Context(), "fhir request failed",
+				"request_id", httpserver.RequestID(r.Context()), "method", r.Method, "err", err)
+		}
 	}
 	f, nerr := negotiate(r)
 	if nerr != nil {
@@ -217,10 +231,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeBody(w, f, oe.Status, oe.Resource())
 }
 
+// toOutcome maps the errors of the layers below to OperationOutcomes.
 func toOutcome(err error) *outcome.Error {
-	if oe, ok := outcome.As(err); ok {
-		return oe
-	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return outcome.New(http.StatusNotFound, "not-found", "resource not found")

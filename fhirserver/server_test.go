@@ -47,7 +47,8 @@ func newHarness(t testing.TB, mutate ...func(*fhirserver.Config)) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := mux.NewRouter()
+	r := mux.NewRouter().SkipClean(true)
+	r.Use(httpserver.LabelRoute)
 	fs.Register(r, "/fhir")
 	srv.Config.Handler = httpserver.Chain(r, cfg.Logger, 32<<20)
 	return &harness{t: t, srv: srv, base: srv.URL + "/fhir"}

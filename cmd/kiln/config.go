@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 )
 
 // serveConfig is everything `kiln serve` is configured with. Each flag has a
@@ -53,8 +55,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	str(&c.TLSKey, "tls-key", "KILN_TLS_KEY", "", "PEM private key file for --tls-cert")
 	str(&c.BaseURL, "base-url", "KILN_BASE_URL", "", "public base URL used in Location headers and links (default: https://<addr>)")
 	str(&logLevel, "log-level", "KILN_LOG_LEVEL", "info", "log level: debug, info, warn or error")
-	size(&c.MaxResourceBytes, "max-resource-bytes", "KILN_MAX_RESOURCE_BYTES", 5<<20, "largest accepted resource body")
-	size(&c.MaxBundleBytes, "max-bundle-bytes", "KILN_MAX_BUNDLE_BYTES", 20<<20, "largest accepted Bundle body")
+	def := fhirjson.DefaultLimits()
+	size(&c.MaxResourceBytes, "max-resource-bytes", "KILN_MAX_RESOURCE_BYTES", def.MaxResourceBytes, "largest accepted resource body")
+	size(&c.MaxBundleBytes, "max-bundle-bytes", "KILN_MAX_BUNDLE_BYTES", def.MaxBundleBytes, "largest accepted Bundle body")
 	if envErr != nil {
 		return c, envErr
 	}
@@ -69,6 +72,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.MaxResourceBytes <= 0 || c.MaxBundleBytes <= 0 {
+		return c, fmt.Errorf("--max-resource-bytes and --max-bundle-bytes must be positive")
 	}
 	if c.MaxBundleBytes < c.MaxResourceBytes {
 		return c, fmt.Errorf("--max-bundle-bytes (%d) is smaller than --max-resource-bytes (%d)", c.MaxBundleBytes, c.MaxResourceBytes)

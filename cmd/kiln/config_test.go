@@ -35,6 +35,7 @@ func TestServeConfig(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud"}, nil, nil, true},
 		{"bad env size", nil, map[string]string{"KILN_MAX_RESOURCE_BYTES": "lots"}, nil, true},
 		{"bundle smaller than resource", []string{"--max-bundle-bytes", "10", "--max-resource-bytes", "20"}, nil, nil, true},
+		{"zero size", []string{"--max-resource-bytes", "0", "--max-bundle-bytes", "0"}, nil, nil, true},
 		{"bad address", []string{"--addr", "nonsense"}, nil, nil, true},
 		{"stray argument", []string{"extra"}, nil, nil, true},
 	}

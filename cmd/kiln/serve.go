@@ -66,7 +66,8 @@ func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Hand
 	if err != nil {
 		return nil, err
 	}
-	r := mux.NewRouter()
+	r := mux.NewRouter().SkipClean(true)
+	r.Use(httpserver.LabelRoute)
 	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)

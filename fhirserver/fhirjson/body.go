@@ -25,6 +25,22 @@ func DefaultLimits() Limits {
 	}
 }
 
+// WithDefaults returns l with every zero field set to its default: the one
+// place defaults are applied.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxResourceBytes == 0 {
+		l.MaxResourceBytes = d.MaxResourceBytes
+	}
+	if l.MaxBundleBytes == 0 {
+		l.MaxBundleBytes = d.MaxBundleBytes
+	}
+	if l.MaxDepth == 0 {
+		l.MaxDepth = d.MaxDepth
+	}
+	return l
+}
+
 // ReadBody reads at most limit bytes from r. A longer body gives a
 // *outcome.Error with status 413 (code "too-costly") whose message states
 // the limit; so does an *http.MaxBytesError from r. Other read errors give

@@ -12,6 +12,12 @@ import (
 // lastUpdatedLayout is RFC 3339 in UTC with exactly three fractional digits.
 const lastUpdatedLayout = "2006-01-02T15:04:05.000Z"
 
+// FormatInstant renders t as a FHIR instant in UTC with millisecond
+// precision: the form SetMeta writes into meta.lastUpdated.
+func FormatInstant(t time.Time) string {
+	return t.UTC().Format(lastUpdatedLayout)
+}
+
 // SetMeta returns a compact (no insignificant whitespace) copy of body,
 // which has already passed Check, with resourceType first, then id set to
 // id, then meta with versionId and lastUpdated (UTC, millisecond precision)
@@ -24,10 +30,10 @@ const lastUpdatedLayout = "2006-01-02T15:04:05.000Z"
 // A body that would not pass the guard is an error; an id or versionID that
 // is not a valid FHIR id is a 400 *outcome.Error.
 func SetMeta(body []byte, id, versionID string, lastUpdated time.Time) ([]byte, error) {
-	if !validID(id) {
+	if !ValidID(id) {
 		return nil, outcome.New(http.StatusBadRequest, codeValue, "invalid id "+strconv.Quote(id)+": an id is 1-64 of A-Z a-z 0-9 - .")
 	}
-	if !validID(versionID) {
+	if !ValidID(versionID) {
 		return nil, outcome.New(http.StatusBadRequest, codeValue, "invalid versionId "+strconv.Quote(versionID)+": an id is 1-64 of A-Z a-z 0-9 - .")
 	}
 	if y := lastUpdated.UTC().Year(); y < 1 || y > 9999 {
@@ -120,8 +126,8 @@ func appendCompact(out, v []byte) []byte {
 	return out
 }
 
-// validID reports whether s matches the FHIR id type: [A-Za-z0-9\-\.]{1,64}.
-func validID(s string) bool {
+// ValidID reports whether s matches the FHIR id type: [A-Za-z0-9\-\.]{1,64}.
+func ValidID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}

@@ -31,16 +31,7 @@ const maxSupportedDepth = 1000
 // NewValidator returns a Validator enforcing l. Zero fields take their
 // defaults; negative values, or a depth above 1000, are an error.
 func NewValidator(l Limits) (*Validator, error) {
-	d := DefaultLimits()
-	if l.MaxResourceBytes == 0 {
-		l.MaxResourceBytes = d.MaxResourceBytes
-	}
-	if l.MaxBundleBytes == 0 {
-		l.MaxBundleBytes = d.MaxBundleBytes
-	}
-	if l.MaxDepth == 0 {
-		l.MaxDepth = d.MaxDepth
-	}
+	l = l.WithDefaults()
 	if l.MaxResourceBytes < 0 || l.MaxBundleBytes < 0 || l.MaxDepth < 0 {
 		return nil, errors.New("fhirjson: limits must not be negative")
 	}
@@ -68,7 +59,8 @@ type Info struct {
 // except as an array placeholder the spec allows, no empty strings, objects
 // or arrays, a string resourceType), then google/fhir's structural R4 check,
 // then each contained resource on its own, since google/fhir does not
-// validate inside contained resources. Failures are *outcome.Error with
+// validate inside contained resources, then the XHTML of every narrative
+// (narrative.go). Failures are *outcome.Error with
 // status 400 (413 for a body over the size limits).
 func (v *Validator) Check(body []byte) (Info, error) {
 	if int64(len(body)) > v.lim.MaxBundleBytes {
@@ -90,6 +82,7 @@ func (v *Validator) Check(body []byte) (Info, error) {
 
 	issues := v.structural(body, "")
 	issues = append(issues, v.checkContained(body, info.ResourceType, s.contained)...)
+	issues = append(issues, checkNarratives(body, info.ResourceType, s.narratives)...)
 	if len(issues) > 0 {
 		return Info{}, badRequest(issues)
 	}

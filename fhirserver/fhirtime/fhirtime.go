@@ -187,7 +187,8 @@ func (p *parser) zone() *time.Location {
 	case 'Z':
 		p.i++
 		return time.UTC
-	case '+', '-':
+	case '+', '-', ' ':
+		// ' ' is a '+' that arrived unescaped in a query string.
 		p.i++
 		h := p.digits(2)
 		p.expect(':')

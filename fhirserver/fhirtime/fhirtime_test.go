@@ -26,6 +26,8 @@ func TestParseRanges(t *testing.T) {
 		{"2024-02-29T10:15:30Z", "2024-02-29T10:15:30Z", "2024-02-29T10:15:31Z", Second, true},
 		{"2024-02-29T10:15:30.5+02:00", "2024-02-29T08:15:30.5Z", "2024-02-29T08:15:30.501Z", Millisecond, true},
 		{"2024-12-31T23:59:59-05:00", "2025-01-01T04:59:59Z", "2025-01-01T05:00:00Z", Second, true},
+		// A '+' sent unescaped in a query string arrives as a space.
+		{"2024-01-01T00:00:00 01:00", "2023-12-31T23:00:00Z", "2023-12-31T23:00:01Z", Second, true},
 	}
 	for _, tc := range tests {
 		v, err := Parse(tc.in)

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/gorilla/mux"
 )
 
 // hsts is sent on every response: the server only ever speaks TLS.
@@ -22,7 +22,10 @@ const hsts = "max-age=63072000; includeSubDomains"
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	routeKey
+)
 
 // RequestID returns the id of the request carried by ctx ("" if none).
 func RequestID(ctx context.Context) string {
@@ -30,17 +33,75 @@ func RequestID(ctx context.Context) string {
 	return id
 }
 
+// LabelRoute is router middleware (mux.Router.Use) that tells the access log
+// which route served the request. The log shows the route's template, never
+// the path, because paths hold client-chosen ids.
+func LabelRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if label, ok := r.Context().Value(routeKey).(*string); ok {
+			if rt := mux.CurrentRoute(r); rt != nil {
+				if tpl, err := rt.GetPathTemplate(); err == nil {
+					*label = plainTemplate(tpl)
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// plainTemplate drops the patterns from a route template:
+// "/fhir/{type:[A-Z][A-Za-z]*}/{id}" → "/fhir/{type}/{id}".
+func plainTemplate(tpl string) string {
+	var b strings.Builder
+	depth := 0
+	skipping := false
+	for _, c := range tpl {
+		switch {
+		case c == '{':
+			depth++
+		case c == '}':
+			depth--
+			if depth == 0 {
+				skipping = false
+			}
+		case c == ':' && depth == 1:
+			skipping = true
+		}
+		if !skipping || c == '}' && depth == 0 {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
 // Chain wraps h with the middleware every route gets, outermost first:
-// request id, security headers, access log, panic recovery, body limit.
-// Authentication and scope enforcement are not here: the FHIR service's
-// single authorization point checks each interaction (see
+// request id, security headers, access log, panic recovery, deadline, body
+// limit. Authentication and scope enforcement are not here: the FHIR
+// service's single authorization point checks each interaction (see
 // fhirserver.Authorizer), because one HTTP request (a Bundle) can hold many.
+// Panics become the platform's JSON error; the FHIR API recovers its own
+// (see Recover) to answer with an OperationOutcome.
 func Chain(h http.Handler, log *slog.Logger, maxBody int64) http.Handler {
 	h = limitBody(h, maxBody)
-	h = recoverPanics(h, log)
+	h = deadline(h)
+	h = Recover(log, func(w http.ResponseWriter, _ *http.Request) {
+		WriteError(w, http.StatusInternalServerError, "internal", "internal server error")
+	})(h)
 	h = accessLog(h, log)
 	h = securityHeaders(h)
 	return requestID(h)
+}
+
+// requestTimeout bounds the work of one request, so a handler waiting on a
+// busy store gives up instead of committing after its client has left.
+const requestTimeout = 2 * time.Minute
+
+func deadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 func requestID(next http.Handler) http.Handler {
@@ -76,6 +137,8 @@ func securityHeaders(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Strict-Transport-Security", hsts)
 		h.Set("X-Content-Type-Options", "nosniff")
+		// Responses carry health data: no cache may keep them.
+		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
 }
@@ -107,21 +170,22 @@ func (r *recorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// accessLog logs one line per request. It logs the path but never the query
-// string (search parameters can carry names and birth dates), bodies, or
-// headers (tokens).
+// accessLog logs one line per request. It logs the route template, never
+// the path (ids), the query string (search parameters carry names and birth
+// dates), bodies, or headers (tokens).
 func accessLog(next http.Handler, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w}
-		next.ServeHTTP(rec, r)
+		route := "unmatched"
+		next.ServeHTTP(rec, r.WithContext(context.WithValue(r.Context(), routeKey, &route)))
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
 		log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("request_id", RequestID(r.Context())),
 			slog.String("method", r.Method),
-			slog.String("path", r.URL.Path),
+			slog.String("route", route),
 			slog.Int("status", rec.status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
@@ -130,40 +194,31 @@ func accessLog(next http.Handler, log *slog.Logger) http.Handler {
 	})
 }
 
-// recoverPanics turns a handler panic into a 500 (an OperationOutcome on the
-// FHIR API, the platform's JSON error elsewhere) and logs the stack.
-func recoverPanics(next http.Handler, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &recorder{ResponseWriter: w}
-		defer func() {
-			p := recover()
-			if p == nil {
-				return
-			}
-			if p == http.ErrAbortHandler {
-				panic(p) // the handler chose to abort the connection
-			}
-			log.ErrorContext(r.Context(), "panic serving request",
-				"request_id", RequestID(r.Context()), "method", r.Method, "path", r.URL.Path,
-				"panic", p, "stack", string(debug.Stack()))
-			if rec.status != 0 {
-				return // the response has started; the client sees a cut-off body
-			}
-			writeInternalError(rec, r)
-		}()
-		next.ServeHTTP(rec, r)
-	})
-}
-
-func writeInternalError(w http.ResponseWriter, r *http.Request) {
-	const msg = "internal server error"
-	if !isFHIRPath(r.URL.Path) {
-		WriteError(w, http.StatusInternalServerError, "internal", msg)
-		return
+// Recover returns middleware that turns a handler panic into a 500 written
+// by internalError (unless the response had already started), and logs the
+// panic with its stack.
+func Recover(log *slog.Logger, internalError http.HandlerFunc) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := &recorder{ResponseWriter: w}
+			defer func() {
+				p := recover()
+				if p == nil {
+					return
+				}
+				if p == http.ErrAbortHandler {
+					panic(p) // the handler chose to abort the connection
+				}
+				log.ErrorContext(r.Context(), "panic serving request",
+					"request_id", RequestID(r.Context()), "method", r.Method,
+					"panic", p, "stack", string(debug.Stack()))
+				if rec.status == 0 {
+					internalError(rec, r)
+				}
+			}()
+			next.ServeHTTP(rec, r)
+		})
 	}
-	w.Header().Set("Content-Type", "application/fhir+json; charset=utf-8")
-	w.WriteHeader(http.StatusInternalServerError)
-	_, _ = w.Write(outcome.New(http.StatusInternalServerError, "exception", msg).Resource())
 }
 
 // WriteError answers a platform (non-FHIR) endpoint with the JSON error body.
@@ -172,10 +227,6 @@ func WriteError(w http.ResponseWriter, status int, code, message string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
-}
-
-func isFHIRPath(p string) bool {
-	return p == "/fhir" || strings.HasPrefix(p, "/fhir/")
 }
 
 // ErrorBody is the JSON error shape of the platform's non-FHIR endpoints.
