@@ -56,7 +56,7 @@ func negotiate(r *http.Request) (format, error) {
 	for _, h := range accept {
 		for _, part := range strings.Split(h, ",") {
 			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-			if err != nil || refused(params["q"]) {
+			if err != nil || refused(params["q"]) || !isR4(params["fhirversion"]) {
 				continue
 			}
 			switch mt {
@@ -82,6 +82,12 @@ func refused(q string) bool {
 	}
 	f, err := strconv.ParseFloat(q, 64)
 	return err == nil && f <= 0
+}
+
+// isR4 reports whether a fhirVersion media-type parameter (absent: "")
+// names the FHIR version this server speaks.
+func isR4(v string) bool {
+	return v == "" || v == "4.0" || v == "4.0.1"
 }
 
 func notAcceptable(asked string) error {

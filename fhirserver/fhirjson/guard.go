@@ -87,9 +87,10 @@ type scanner struct {
 	keys   []keyEnt // members of all open objects, innermost last
 	issues []guardIssue
 
-	top       []member // members of the root object
-	contained []containedRef
-	scratch   []byte
+	top        []member // members of the root object
+	contained  []containedRef
+	narratives []narrativeRef // every Narrative.div string, for checkNarratives
+	scratch    []byte
 
 	// Initial backing arrays, so a typical resource needs one allocation.
 	pathBuf [16]seg
@@ -341,6 +342,9 @@ func (s *scanner) object() (valInfo, bool) {
 		}
 		if info.kind == kNull {
 			s.issueHere(codeStructure, "null is not allowed (FHIR JSON omits elements without a value)")
+		}
+		if info.kind == kString && string(name) == "div" {
+			s.noteNarrative(vstart)
 		}
 		s.path = s.path[:len(s.path)-1]
 		s.keys = append(s.keys, keyEnt{name: name, info: info})

@@ -129,7 +129,8 @@ func BenchmarkPutUpdate(b *testing.B) {
 }
 
 // BenchmarkHistoryPage: pages of 20, walking the history of 10,000
-// versions from the newest (restarting at the end), per level.
+// versions from the newest (restarting at the end), per level, and with _at
+// (the versions current an hour from now) at the system level.
 func BenchmarkHistoryPage(b *testing.B) {
 	const n = 10000
 	s := benchOpen(b, defaultSynchronous)
@@ -155,10 +156,14 @@ func BenchmarkHistoryPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, q := range []store.HistoryQuery{{}, {Type: "Patient"}, {Type: "Patient", ID: "p0"}} {
+	soon := time.Now().Add(time.Hour)
+	for _, q := range []store.HistoryQuery{{}, {Type: "Patient"}, {Type: "Patient", ID: "p0"}, {AtLow: soon.Add(-time.Millisecond), AtHigh: soon}} {
 		name := map[bool]string{true: "system", false: "type"}[q.Type == ""]
 		if q.ID != "" {
 			name = "instance"
+		}
+		if !q.AtLow.IsZero() {
+			name = "system_at"
 		}
 		q.Count = 20
 		b.Run(name, func(b *testing.B) {

@@ -14,8 +14,10 @@ import (
 //
 // Paging is keyset paging over (last_updated DESC, seq DESC): the cursor is
 // the position of the last version returned, so a page costs an index range
-// scan of Count+1 rows wherever it starts, and versions written meanwhile
-// cannot shift it. See cursor for the snapshot bound.
+// scan of its own rows plus one (which tells whether there is a next page)
+// wherever it starts, and versions written meanwhile cannot shift it. See
+// cursor for the snapshot bound. A page holds Count versions, or fewer when
+// their bodies reach MaxBytes first.
 func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql.Tx) (*store.HistoryPage, error) {
 	var l level
 	switch {
@@ -30,6 +32,9 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	}
 	if q.Count <= 0 {
 		return nil, fmt.Errorf("sqlite store: history: count must be > 0, got %d", q.Count)
+	}
+	if q.MaxBytes < 0 {
+		return nil, fmt.Errorf("sqlite store: history: max bytes must be >= 0, got %d", q.MaxBytes)
 	}
 
 	// Stored times are whole microseconds, so each bound is rounded the way
@@ -78,7 +83,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	withAt := 0
 	if !q.AtLow.IsZero() {
 		withAt = 1
-		args = append(args, atLow)
+		args = append(args, atLow, pos.maxSeq)
 	}
 
 	st := qs.history[l][withAt]
@@ -95,9 +100,12 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	page := &store.HistoryPage{}
 	var last cursor
 	more := false
+	size := 0 // bytes of the bodies on the page
 	for rows.Next() {
 		// One row beyond the page tells whether there is a next page.
-		if len(page.Versions) == q.Count {
+		// A page also ends once its bodies reach MaxBytes. The row that
+		// tells is stepped but never scanned: its body is not copied out.
+		if len(page.Versions) == q.Count || q.MaxBytes > 0 && size >= q.MaxBytes {
 			more = true
 			break
 		}
@@ -110,6 +118,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 		}
 		v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
 		page.Versions = append(page.Versions, v)
+		size += len(v.Body)
 		last = cursor{lastUpdated: lu, seq: seq, maxSeq: pos.maxSeq, query: hash}
 		if q.Cursor == "" {
 			last.maxSeq = maxSeq.Int64

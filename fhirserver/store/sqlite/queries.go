@@ -50,7 +50,7 @@ const (
 // historySQL builds the page query of one level, with or without the _at
 // lower bound. Parameters, in order: the level's keys (type; type and id),
 // the lowest and highest last_updated in range, the cursor position
-// (lastUpdated, seq), maxSeq, [atLow].
+// (lastUpdated, seq), maxSeq, [atLow, maxSeq].
 //
 // The range bounds fold Since, AtHigh and the cursor into one BETWEEN (see
 // history), because SQLite uses only one upper bound of an index range: with
@@ -89,10 +89,16 @@ func historySQL(l level, atLow bool) string {
 		// next version of the same resource at or before AtLow. Versions
 		// have no gaps, so "the next version" is version+1, found through
 		// the UNIQUE (type, id, version) index.
+		//
+		// The next version counts only if it is inside the cursor's
+		// snapshot (seq <= maxSeq): one written between two pages must not
+		// take from later pages a version that was current when the first
+		// page was read. The unary + keeps the planner from using that
+		// term as a rowid range instead of the unique index's equalities.
 		b.WriteString(`
 		AND NOT EXISTS (SELECT 1 FROM resource_versions AS n
 			WHERE n.type = v.type AND n.id = v.id AND n.version = v.version + 1
-			AND n.last_updated <= ?)`)
+			AND n.last_updated <= ? AND +n.seq <= ?)`)
 	}
 	// No LIMIT: history stops reading after Count+1 rows, which costs the
 	// same since rows stream in index order. A bound "LIMIT ?" would make

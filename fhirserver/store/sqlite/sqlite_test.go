@@ -258,7 +258,8 @@ func TestPragmas(t *testing.T) {
 }
 
 // TestQueryPlans: Read is a primary-key lookup plus a rowid lookup, and no
-// history page scans a table or sorts (the rows come in index order).
+// history page scans a table or sorts (the rows come in index order); the
+// _at filter is one unique-index lookup per row.
 func TestQueryPlans(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
 	defer s.Close()
@@ -288,6 +289,12 @@ func TestQueryPlans(t *testing.T) {
 			p := plan(historySQL(l, at))
 			if strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
 				t.Errorf("history level %d at=%v scans or sorts:\n%s", l, at, p)
+			}
+			// The _at subquery finds the next version by the UNIQUE (type,
+			// id, version) index, not by a range (e.g. of the snapshot's
+			// seq bound).
+			if at && !strings.Contains(p, "SEARCH n USING INDEX sqlite_autoindex_resource_versions_1 (type=? AND id=? AND version=?)") {
+				t.Errorf("history level %d at=%v: the next version is not an index lookup:\n%s", l, at, p)
 			}
 		}
 	}
@@ -361,7 +368,7 @@ func TestInvalidWrites(t *testing.T) {
 	if _, err := s.Read(t.Context(), "Patient", "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an invalid write landed: %v", err)
 	}
-	for _, q := range []store.HistoryQuery{{Count: 0}, {ID: "a", Count: 1}} {
+	for _, q := range []store.HistoryQuery{{Count: 0}, {ID: "a", Count: 1}, {Count: 1, MaxBytes: -1}} {
 		if _, err := s.History(t.Context(), q); err == nil {
 			t.Errorf("History %+v: no error", q)
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ var historyTests = []test{
 	{"TiesNewestWriteFirst", testHistoryTies},
 	{"PagingVisitsEveryVersionOnce", testHistoryPaging},
 	{"PagingStableWhileWriting", testHistoryStable},
+	{"MaxBytesEndsPagesEarly", testHistoryMaxBytes},
+	{"AtPagingIsASnapshot", testHistoryAtSnapshot},
 	{"Since", testHistorySince},
 	{"AtExample", testHistoryAtExample},
 	{"AtWindows", testHistoryAt},
@@ -167,6 +170,9 @@ func describe(q store.HistoryQuery) string {
 		b.WriteString("(system)")
 	}
 	fmt.Fprintf(&b, " count=%d", q.Count)
+	if q.MaxBytes != 0 {
+		fmt.Fprintf(&b, " max_bytes=%d", q.MaxBytes)
+	}
 	if !q.Since.IsZero() {
 		fmt.Fprintf(&b, " since=%s", offset(q.Since))
 	}
@@ -421,5 +427,183 @@ func testHistoryBadCursor(t *testing.T, s *handle) {
 				t.Fatalf("History %s with cursor %q: got %+v, %v; want ErrBadCursor", describe(q), c, page, err)
 			}
 		}
+	}
+}
+
+// sized is version `version` of typ/id at lu whose body is exactly n bytes
+// (n >= 64): the JSON of write padded with a text field.
+func sized(typ, id string, version int64, lu time.Time, n int) store.Write {
+	w := write(typ, id, version, lu)
+	pad := n - len(w.Body) - len(`,"text":""`)
+	if pad < 0 {
+		panic(fmt.Sprintf("storetest: a body of %d bytes is too small", n))
+	}
+	w.Body = fmt.Appendf(w.Body[:len(w.Body)-1], `,"text":%q}`, strings.Repeat("x", pad))
+	return w
+}
+
+// expectPages splits the versions of a whole history (newest first) into the
+// pages the contract prescribes for count and maxBytes: a page takes
+// versions until it holds count of them or, with maxBytes > 0, until their
+// bodies add up to at least maxBytes (the version that reaches the bound is
+// on the page, so a page always holds at least one version).
+func expectPages(all []store.Write, count, maxBytes int) [][]store.Write {
+	var pages [][]store.Write
+	for len(all) > 0 {
+		n, size := 0, 0
+		for n < len(all) && n < count && (maxBytes == 0 || size < maxBytes) {
+			size += len(all[n].Body)
+			n++
+		}
+		pages = append(pages, all[:n])
+		all = all[n:]
+	}
+	return pages
+}
+
+// collectPages pages through q to the end, like collect, keeping the pages
+// apart.
+func collectPages(t *testing.T, r store.Reader, q store.HistoryQuery) [][]*store.Version {
+	t.Helper()
+	var pages [][]*store.Version
+	for {
+		if len(pages) > 10000 {
+			t.Fatalf("History %s: more than 10000 pages", describe(q))
+		}
+		page, err := r.History(ctx(t), q)
+		if err != nil {
+			t.Fatalf("History %s: %v", describe(q), err)
+		}
+		pages = append(pages, page.Versions)
+		if page.Next == "" {
+			return pages
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// testHistoryMaxBytes proves MaxBytes ends a page once the bodies on it add
+// up to at least MaxBytes, the version that reaches the bound included: a
+// version larger than MaxBytes forms a page alone, tombstones count zero
+// bytes, pages never exceed Count, MaxBytes 0 is no bound, and the pages
+// chained by Next still visit every version once, in order.
+func testHistoryMaxBytes(t *testing.T, s *handle) {
+	var data []store.Write
+	sizes := []int{100, 300, 1000, 80, 2000, 0, 120, 700, 5000, 100, 0, 0, 250, 90, 3000}
+	version := map[string]int64{}
+	for i, n := range sizes {
+		typ, id := "Patient", fmt.Sprintf("p%d", i%4)
+		if i%5 == 2 {
+			typ, id = "Observation", "o"
+		}
+		version[typ+"/"+id]++
+		v := version[typ+"/"+id]
+		if n == 0 {
+			data = append(data, tombstone(typ, id, v, at(i)))
+		} else {
+			data = append(data, sized(typ, id, v, at(i), n))
+		}
+	}
+	// Ties on LastUpdated, so that a page can end between them.
+	data = append(data, sized("Patient", "t1", 1, at(7), 900), sized("Patient", "t2", 1, at(7), 90))
+	mustPut(t, s, data...)
+
+	queries := []store.HistoryQuery{
+		{},
+		{Type: "Patient"},
+		{Type: "Patient", ID: "p0"},
+		{Type: "Observation", ID: "o"},
+		{Since: at(5)},
+		{AtLow: at(8), AtHigh: at(12)},
+	}
+	for _, q := range queries {
+		want := expectHistory(data, q)
+		for _, count := range []int{1, 2, 3, 5, 100} {
+			for _, maxBytes := range []int{0, 1, 90, 100, 101, 399, 400, 1000, 1500, 3000, 6000, 1 << 30} {
+				q.Count, q.MaxBytes = count, maxBytes
+				got := collectPages(t, s, q)
+				wantPages := expectPages(want, count, maxBytes)
+				var flat []*store.Version
+				for _, p := range got {
+					flat = append(flat, p...)
+				}
+				// Every version once, in order, whatever the pages.
+				wantHistory(t, q, flat, want)
+				ok := len(got) == max(len(wantPages), 1)
+				for i := 0; ok && i < len(wantPages); i++ {
+					ok = len(got[i]) == len(wantPages[i])
+				}
+				if !ok {
+					gotSizes := make([]int, len(got))
+					for i, p := range got {
+						gotSizes[i] = len(p)
+					}
+					wantSizes := make([]int, len(wantPages))
+					for i, p := range wantPages {
+						wantSizes[i] = len(p)
+					}
+					t.Fatalf("History %s: pages of %v versions, want %v", describe(q), gotSizes, wantSizes)
+				}
+			}
+		}
+	}
+}
+
+// testHistoryAtSnapshot proves the pages of an _at query keep answering for
+// the moment the first page was read: a version that was current in the
+// window then stays on its later page even after a new version, written
+// between two page fetches with a LastUpdated at or before AtLow, has
+// superseded it. (The window lies in the future of the data, as when a
+// client asks what is current "now" while others write.)
+func testHistoryAtSnapshot(t *testing.T, s *handle) {
+	written := []store.Write{
+		write("Patient", "a", 1, at(10)),
+		write("Patient", "b", 1, at(20)),
+		write("Observation", "o", 1, at(25)),
+		write("Patient", "c", 1, at(30)),
+		write("Patient", "b", 2, at(35)),
+		write("Patient", "d", 1, at(40)),
+		write("Observation", "p", 1, at(45)),
+	}
+	mustPut(t, s, written...)
+	version := map[string]int64{}
+	for _, w := range written {
+		version[w.Type+"/"+w.ID] = w.Version
+	}
+	high := at(3600)
+	clock := 100
+	for _, q := range []store.HistoryQuery{
+		{Count: 2},
+		{Count: 1},
+		{Type: "Patient", Count: 2},
+		{Type: "Patient", Count: 1},
+		{Type: "Patient", ID: "b", Count: 1},
+		{Count: 2, MaxBytes: 1},
+	} {
+		q.AtLow, q.AtHigh = high.Add(-time.Millisecond), high
+		want := expectHistory(written, q)
+		var got []*store.Version
+		for pages := 0; ; pages++ {
+			page, err := s.History(ctx(t), q)
+			if err != nil {
+				t.Fatalf("History %s: %v", describe(q), err)
+			}
+			got = append(got, page.Versions...)
+			if page.Next == "" || pages > len(want) {
+				break
+			}
+			// A new version of every resource, later than all of the data
+			// (so it sorts before the cursor) but at or before AtLow.
+			clock++
+			for _, k := range slices.Sorted(maps.Keys(version)) {
+				typ, id, _ := strings.Cut(k, "/")
+				version[k]++
+				w := write(typ, id, version[k], at(clock))
+				mustPut(t, s, w)
+				written = append(written, w)
+			}
+			q.Cursor = page.Next
+		}
+		wantHistory(t, q, got, want)
 	}
 }

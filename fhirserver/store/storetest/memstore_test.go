@@ -2,8 +2,8 @@ package storetest_test
 
 // A deliberately naive in-memory store.Store, used only to check the suite
 // itself: that it passes an implementation written from the contract alone
-// (no SQL, no snapshot in its cursors, like a MongoDB backend would be), and
-// that its ErrTransactionsUnsupported branch works.
+// (no SQL, no snapshot of the page set in its cursors, like a MongoDB backend
+// would be), and that its ErrTransactionsUnsupported branch works.
 
 import (
 	"bytes"
@@ -165,9 +165,12 @@ func vread(ctx context.Context, vs []store.Version, typ, id string, version int6
 }
 
 // history sorts everything in scope by (LastUpdated, seq) descending and
-// returns the entries after the cursor position. The cursor is only that
-// position, so versions written later with an older LastUpdated do show up
-// on later pages (the suite must allow that).
+// returns the entries after the cursor position. The cursor is that position
+// plus the number of versions that existed at the first page, which only
+// the _at filter uses: a version written since must not count as superseding
+// one that was current then. Otherwise there is no snapshot, so versions
+// written later with an older LastUpdated do show up on later pages (the
+// suite must allow that).
 func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*store.HistoryPage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -177,14 +180,15 @@ func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*st
 		seq int
 	}
 	var after *entry
+	seen := len(vs) // versions the _at filter may consider
 	if q.Cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		var ns int64
 		var seq int
 		if err == nil {
-			_, err = fmt.Sscanf(string(b), "mem %d %d", &ns, &seq)
+			_, err = fmt.Sscanf(string(b), "mem %d %d %d", &ns, &seq, &seen)
 		}
-		if err != nil || fmt.Sprintf("mem %d %d", ns, seq) != string(b) {
+		if err != nil || fmt.Sprintf("mem %d %d %d", ns, seq, seen) != string(b) || seen > len(vs) {
 			return nil, store.ErrBadCursor
 		}
 		after = &entry{v: store.Version{LastUpdated: time.Unix(0, ns)}, seq: seq}
@@ -201,7 +205,7 @@ func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*st
 		case q.Type != "" && v.Type != q.Type, q.ID != "" && v.ID != q.ID:
 		case !q.Since.IsZero() && v.LastUpdated.Before(q.Since):
 		case !q.AtHigh.IsZero() && !v.LastUpdated.Before(q.AtHigh):
-		case !q.AtLow.IsZero() && slices.ContainsFunc(vs, func(n store.Version) bool {
+		case !q.AtLow.IsZero() && slices.ContainsFunc(vs[:seen], func(n store.Version) bool {
 			return n.Type == v.Type && n.ID == v.ID && n.Version == v.Version+1 && !n.LastUpdated.After(q.AtLow)
 		}):
 		default:
@@ -212,14 +216,16 @@ func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*st
 	}
 	slices.SortFunc(es, less)
 	page := &store.HistoryPage{}
+	size := 0
 	for i, e := range es {
-		if i == q.Count {
+		if i == q.Count || q.MaxBytes > 0 && size >= q.MaxBytes {
 			last := es[i-1]
-			page.Next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "mem %d %d", last.v.LastUpdated.UnixNano(), last.seq))
+			page.Next = base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, "mem %d %d %d", last.v.LastUpdated.UnixNano(), last.seq, seen))
 			break
 		}
 		v := e.v
 		page.Versions = append(page.Versions, &v)
+		size += len(v.Body)
 	}
 	return page, nil
 }
