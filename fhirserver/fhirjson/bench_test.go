@@ -1,6 +1,8 @@
 package fhirjson
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"testing"
 )
@@ -45,6 +47,59 @@ func BenchmarkSetMeta(b *testing.B) {
 	for b.Loop() {
 		if _, err := SetMeta(body, "kiln-demo-1", "2", goldenTime); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// benchNarrative is a generated-style Patient narrative of about 1 KB.
+const benchNarrative = `<div xmlns="http://www.w3.org/1999/xhtml"><div class="hapiHeaderText">Ada <b>QUILL </b></div>` +
+	`<table class="hapiPropertyTable"><tbody>` +
+	`<tr><td>Identifier</td><td>MRN-100234 (usual)</td></tr>` +
+	`<tr><td>Address</td><td><span>12 Harbour Lane </span><br/><span>Riverside </span><span>CA </span><span>94016 </span><span>US </span></td></tr>` +
+	`<tr><td>Date of birth</td><td><span>12 March 1984</span></td></tr>` +
+	`<tr><td>Telecom</td><td><ul><li>phone: +1 555 0100 (home)</li><li>email: <a href="mailto:ada.quill@example.org">ada.quill@example.org</a></li></ul></td></tr>` +
+	`<tr><td>Managing organization</td><td><a href="Organization/riverside-clinic" title="Riverside Clinic">Riverside Clinic</a></td></tr>` +
+	`<tr><td>Language</td><td><span lang="en-GB">English (United Kingdom) &#8212; preferred</span></td></tr>` +
+	`<tr><td>Contact</td><td><p style="margin: 0; font-style: italic">Jonah Quill (brother) &amp; emergency contact, +1 555 0199</p></td></tr>` +
+	`</tbody></table><p class="note"><em>Generated</em> from the resource data on 2024-05-01; see <a href="#details">details</a>.</p></div>`
+
+func patientWithNarrative(b *testing.B) []byte {
+	body, err := os.ReadFile("testdata/patient.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	old := `"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>Ada Quill, born 12 March 1984</p></div>"`
+	div, err := json.Marshal(benchNarrative)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := bytes.Replace(body, []byte(old), div, 1)
+	if bytes.Equal(out, body) {
+		b.Fatal("narrative not found in the fixture")
+	}
+	return out
+}
+
+func BenchmarkCheckPatientWithNarrative(b *testing.B) {
+	v := newValidator(b)
+	body := patientWithNarrative(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := v.Check(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkNarrative measures the XHTML check of that narrative alone.
+func BenchmarkNarrative(b *testing.B) {
+	div := []byte(benchNarrative)
+	b.SetBytes(int64(len(div)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, msg := checkXHTML(div); msg != "" {
+			b.Fatal(msg)
 		}
 	}
 }

@@ -28,14 +28,18 @@
 //     escapes; validation inside contained resources (it parses them but
 //     never runs its validation pass there, so required elements, reference
 //     types and id/code formats go unchecked); the contained-resource
-//     invariants dom-2, dom-4 and dom-5.
+//     invariants dom-2, dom-4 and dom-5; narrative XHTML (it keeps the div
+//     as an unread string): every Narrative.div, wherever it is, must be
+//     well-formed XML rooted at an XHTML <div>, use only the elements and
+//     attributes of txt-1, hold no script or data URLs (except images) and
+//     have content (txt-2); see narrative.go.
 //   - Not checked at all: a JSON object given for a primitive element
 //     without a "_x" sibling ("birthDate":{"id":"x"} is read as an
 //     extension-only primitive); a position that is null in both the "x"
 //     and the "_x" array; invariants (FHIRPath constraints) other than the
 //     dom-* ones above, including dom-3 (a contained resource must be
 //     referenced); bindings other than the enum-modelled required ones;
-//     XHTML rules for narrative; profiles.
+//     profiles.
 //   - Quirk: its JSON library fails on numbers that overflow a float64 (a
 //     leading 0 means float32), e.g. 1e400; the guard reports those with
 //     their location.
