@@ -37,6 +37,8 @@ func TestRejectedRequests(t *testing.T) {
 		{"null value", "POST", "/Patient", []byte(`{"resourceType":"Patient","gender":null}`), nil, 400, "gender"},
 		{"bad date", "POST", "/Patient", []byte(`{"resourceType":"Patient","birthDate":"2020-13-01"}`), nil, 400, "birthDate"},
 		{"wrong type", "POST", "/Patient", []byte(`{"resourceType":"Patient","active":"yes"}`), nil, 400, "active"},
+		{"script in narrative", "POST", "/Patient", []byte(`{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><script>alert(1)</script></div>"}}`), nil, 400, "Patient.text.div"},
+		{"event handler in narrative", "POST", "/Patient", []byte(`{"resourceType":"Patient","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p onclick=\"x()\">hi</p></div>"}}`), nil, 400, "onclick"},
 		{"body type differs from URL", "POST", "/Observation", patient, nil, 400, "Observation"},
 		{"update without id", "PUT", "/Patient/" + id, fixture(t, "patient.json"), nil, 400, "Patient.id"},
 		{"update with another id", "PUT", "/Patient/" + id, withID(patient, "other"), nil, 400, "other"},
