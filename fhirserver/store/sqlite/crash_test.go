@@ -26,7 +26,7 @@ const crashEnv = "KILN_SQLITE_CRASH_CHILD_DB"
 // acknowledged is there.
 func TestCrashConsistency(t *testing.T) {
 	if testing.Short() {
-		t.Skip("re-executes the test binary")
+		t.Skip("-short: this test re-executes the test binary")
 	}
 	path := filepath.Join(t.TempDir(), "crash.db")
 	for round := range 3 {
@@ -116,7 +116,7 @@ func runCrashChild(t *testing.T, path string, d time.Duration) []ack {
 func TestCrashChild(t *testing.T) {
 	path := os.Getenv(crashEnv)
 	if path == "" {
-		t.Skip("helper process of TestCrashConsistency")
+		t.Skip("runs only as the child process of TestCrashConsistency, which sets KILN_SQLITE_CRASH_CHILD_DB")
 	}
 	ctx := context.Background()
 	s, err := Open(ctx, path)
