@@ -1,7 +1,8 @@
 // Command kiln is the Kiln FHIR R4 server.
 //
-//	kiln serve [flags]     start the server (see `kiln serve -h`)
-//	kiln version           print the version
+//	kiln serve [flags]              start the server (see `kiln serve -h`)
+//	kiln fhirpath [flags] EXPR      evaluate a FHIRPath expression
+//	kiln version                    print the version
 package main
 
 import (
@@ -20,7 +21,7 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	switch {
 	case err == nil:
@@ -39,11 +40,13 @@ var errUsage = errors.New("usage")
 const usage = `Kiln is a FHIR R4 server.
 
 Usage:
-  kiln serve [flags]    start the server (kiln serve -h lists the flags)
-  kiln version          print the version
+  kiln serve [flags]       start the server (kiln serve -h lists the flags)
+  kiln fhirpath [--resource FILE|-] [--var name=value]... EXPRESSION
+                           evaluate FHIRPath and print the result as a JSON array
+  kiln version             print the version
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
@@ -55,6 +58,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return serve(ctx, cfg, stderr)
+	case "fhirpath":
+		return runFHIRPath(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kiln", version)
 		return nil

@@ -50,7 +50,7 @@ func startServe(t *testing.T) (addr string, client *http.Client, out *safeBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, out, out)
+		done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, nil, out, out)
 	}()
 	certFile := filepath.Join(data, "tls", "cert.pem")
 	deadline := time.Now().Add(20 * time.Second)

@@ -1,0 +1,398 @@
+package fhirpath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Expression is a compiled FHIRPath expression. It is immutable and safe
+// for concurrent use.
+type Expression struct {
+	src  string
+	root node
+}
+
+// Compile parses an expression and resolves its functions once.
+func Compile(expr string) (*Expression, error) {
+	n, err := parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	return &Expression{src: expr, root: n}, nil
+}
+
+// MustCompile is Compile that panics on error, for package-level values.
+func MustCompile(expr string) *Expression {
+	e, err := Compile(expr)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+// String returns the source text.
+func (e *Expression) String() string { return e.src }
+
+// Limits bound the work of one evaluation.
+type Limits struct {
+	MaxCollection int // items in any intermediate collection
+	MaxDepth      int // nesting depth of the input JSON walked by descendants/repeat
+}
+
+// DefaultLimits are used unless WithLimits is given.
+var DefaultLimits = Limits{MaxCollection: 1_000_000, MaxDepth: 1000}
+
+// Terminology answers memberOf(); ok=false means unknown (empty result).
+type Terminology interface {
+	MemberOf(ctx context.Context, code Value, valueSet string) (member bool, ok bool)
+}
+
+// Option configures one evaluation.
+type Option func(*evalCtx)
+
+// WithVariable defines %name. The value is decoded JSON or a Go string,
+// bool, int, float64; a Collection is used as is.
+func WithVariable(name string, value any) Option {
+	return func(ec *evalCtx) {
+		if ec.vars == nil {
+			ec.vars = map[string]Collection{}
+		}
+		ec.vars[name] = toCollection(value)
+	}
+}
+
+// WithResolver is used by resolve() for references not found in the
+// resource itself (contained resources, Bundle entries).
+func WithResolver(r func(ctx context.Context, reference string) (any, error)) Option {
+	return func(ec *evalCtx) { ec.resolver = r }
+}
+
+// WithTerminology plugs in memberOf().
+func WithTerminology(t Terminology) Option { return func(ec *evalCtx) { ec.term = t } }
+
+// WithConformsTo plugs in conformsTo(profile).
+func WithConformsTo(f func(ctx context.Context, resource any, profile string) (bool, bool)) Option {
+	return func(ec *evalCtx) { ec.conforms = f }
+}
+
+// WithStrict makes navigation to a resource type that does not match
+// the focus (Encounter.name on a Patient) an error instead of empty.
+func WithStrict(strict bool) Option { return func(ec *evalCtx) { ec.strict = strict } }
+
+// WithLogger sends trace() output to l.
+func WithLogger(l *slog.Logger) Option { return func(ec *evalCtx) { ec.logger = l } }
+
+// WithLimits overrides DefaultLimits.
+func WithLimits(l Limits) Option { return func(ec *evalCtx) { ec.limits = l } }
+
+// WithNow fixes the clock used by now(), today() and timeOfDay().
+func WithNow(t time.Time) Option { return func(ec *evalCtx) { ec.now = t } }
+
+var (
+	errTooLarge = errors.New("fhirpath: collection size limit exceeded")
+	errTooDeep  = errors.New("fhirpath: input nesting depth limit exceeded")
+)
+
+// evalCtx is the per-evaluation state. It is never shared.
+type evalCtx struct {
+	ctx      context.Context
+	root     Collection // %resource / %context
+	base     Collection // focus of the current term ($this context)
+	this     Value
+	hasThis  bool
+	index    int
+	total    Collection
+	vars     map[string]Collection
+	resolver func(ctx context.Context, reference string) (any, error)
+	term     Terminology
+	conforms func(ctx context.Context, resource any, profile string) (bool, bool)
+	logger   *slog.Logger
+	limits   Limits
+	now      time.Time
+	steps    int
+	strict   bool
+}
+
+// check is called inside loops: it honours cancellation cheaply.
+func (ec *evalCtx) check() error {
+	ec.steps++
+	if ec.steps&255 == 0 {
+		if err := ec.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Evaluate runs the expression on a decoded FHIR JSON resource (or any
+// JSON value; nil means no input).
+func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option) (Collection, error) {
+	ec := evalCtx{ctx: ctx, limits: DefaultLimits}
+	for _, o := range opts {
+		o(&ec)
+	}
+	if ec.limits.MaxCollection <= 0 {
+		ec.limits.MaxCollection = DefaultLimits.MaxCollection
+	}
+	if ec.limits.MaxDepth <= 0 {
+		ec.limits.MaxDepth = DefaultLimits.MaxDepth
+	}
+	if resource != nil {
+		var root Value
+		if v, ok := resource.(Value); ok {
+			root = v
+		} else {
+			var ti *typeInfo
+			if m, ok := resource.(map[string]any); ok {
+				ti = resourceTypeOf(m)
+			}
+			root = nodeValue(resource, nil, ti)
+		}
+		ec.root = Collection{root}
+	}
+	ec.base = ec.root
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return e.root.eval(&ec, ec.root)
+}
+
+// toCollection converts a Go value into a Collection.
+func toCollection(v any) Collection {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case Collection:
+		return x
+	case Value:
+		return Collection{x}
+	case string:
+		return Collection{stringValue(x)}
+	case bool:
+		return Collection{boolValue(x)}
+	case int:
+		return Collection{intValue(int64(x))}
+	case int64:
+		return Collection{intValue(x)}
+	case []any:
+		out := make(Collection, 0, len(x))
+		for _, i := range x {
+			out = append(out, toCollection(i)...)
+		}
+		return out
+	case map[string]any:
+		return Collection{nodeValue(x, nil, resourceTypeOf(x))}
+	}
+	return Collection{untypedSystem(v, Value{})}
+}
+
+// node is a compiled expression tree node. in is the focus.
+type node interface {
+	eval(ec *evalCtx, in Collection) (Collection, error)
+}
+
+type literalNode struct{ val Collection }
+
+func (n *literalNode) eval(*evalCtx, Collection) (Collection, error) { return n.val, nil }
+
+// memberNode is an identifier: a child name, or the type name of the
+// focus (Patient.name on a Patient).
+type memberNode struct{ name string }
+
+func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	var out Collection
+	var err error
+	if len(in) == 1 {
+		// Most paths are one item deep; size the result for that.
+		v := in[0]
+		if n.name != "" && n.name[0] >= 'A' && n.name[0] <= 'Z' && v.k == kNode && v.ti != nil && v.ti.kind == "resource" && v.ti.derivesFrom(n.name) {
+			return in, nil
+		}
+		out, err = children(ec, nil, v, n.name)
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	for _, v := range in {
+		if n.name != "" && n.name[0] >= 'A' && n.name[0] <= 'Z' && v.k == kNode && v.ti != nil && v.ti.kind == "resource" && v.ti.derivesFrom(n.name) {
+			out = append(out, v)
+			continue
+		}
+		if out, err = children(ec, out, v, n.name); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+type chainNode struct{ left, right node }
+
+func (n *chainNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	l, err := n.left.eval(ec, in)
+	if err != nil {
+		return nil, err
+	}
+	if len(l) == 0 {
+		if _, isMember := n.right.(*memberNode); isMember {
+			return nil, nil
+		}
+	}
+	return n.right.eval(ec, l)
+}
+
+type indexNode struct{ left, index node }
+
+func (n *indexNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	l, err := n.left.eval(ec, in)
+	if err != nil {
+		return nil, err
+	}
+	ix, err := n.index.eval(ec, ec.base)
+	if err != nil {
+		return nil, err
+	}
+	i, ok, err := singletonInt(ix)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if i < 0 || i >= int64(len(l)) {
+		return nil, nil
+	}
+	return l[i : i+1 : i+1], nil
+}
+
+type negNode struct {
+	operand node
+	pos     int
+}
+
+func (n *negNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	c, err := n.operand.eval(ec, in)
+	if err != nil || len(c) == 0 {
+		return nil, err
+	}
+	if len(c) > 1 {
+		return nil, errSingleton("unary -")
+	}
+	v, ok := negate(toSystem(c[0]))
+	if !ok {
+		return nil, fmt.Errorf("fhirpath: cannot negate %s", c[0].TypeName())
+	}
+	return Collection{v}, nil
+}
+
+type thisNode struct{}
+
+func (thisNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	if !ec.hasThis {
+		return ec.root, nil
+	}
+	return Collection{ec.this}, nil
+}
+
+type indexVarNode struct{}
+
+func (indexVarNode) eval(ec *evalCtx, _ Collection) (Collection, error) {
+	return Collection{intValue(int64(ec.index))}, nil
+}
+
+type totalNode struct{}
+
+func (totalNode) eval(ec *evalCtx, _ Collection) (Collection, error) { return ec.total, nil }
+
+type envNode struct{ name string }
+
+var envConstants = map[string]string{
+	"ucum":  "http://unitsofmeasure.org",
+	"sct":   "http://snomed.info/sct",
+	"loinc": "http://loinc.org",
+}
+
+func (n *envNode) eval(ec *evalCtx, _ Collection) (Collection, error) {
+	if v, ok := ec.vars[n.name]; ok {
+		return v, nil
+	}
+	switch n.name {
+	case "resource", "context", "rootResource":
+		return ec.root, nil
+	}
+	if s, ok := envConstants[n.name]; ok {
+		return Collection{stringValue(s)}, nil
+	}
+	if s, ok := strings.CutPrefix(n.name, "vs-"); ok {
+		return Collection{stringValue("http://hl7.org/fhir/ValueSet/" + s)}, nil
+	}
+	if s, ok := strings.CutPrefix(n.name, "ext-"); ok {
+		return Collection{stringValue("http://hl7.org/fhir/StructureDefinition/" + s)}, nil
+	}
+	return nil, fmt.Errorf("fhirpath: undefined environment variable %%%s", n.name)
+}
+
+func errSingleton(what string) error {
+	return fmt.Errorf("fhirpath: %s expects a single item, got a collection", what)
+}
+
+// singleton returns the single item of c (ok=false when empty) or an error
+// when c holds more than one item.
+func singleton(c Collection, what string) (Value, bool, error) {
+	switch len(c) {
+	case 0:
+		return Value{}, false, nil
+	case 1:
+		return c[0], true, nil
+	}
+	return Value{}, false, errSingleton(what)
+}
+
+func singletonInt(c Collection) (int64, bool, error) {
+	v, ok, err := singleton(c, "integer argument")
+	if !ok || err != nil {
+		return 0, false, err
+	}
+	v = toSystem(v)
+	if v.k != kInt {
+		return 0, false, fmt.Errorf("fhirpath: expected an Integer, got %s", v.TypeName())
+	}
+	return v.n, true, nil
+}
+
+// singletonBool applies the singleton evaluation of collections for
+// Boolean contexts: a single non-Boolean item counts as true.
+func singletonBool(c Collection, what string) (bool, bool, error) {
+	v, ok, err := singleton(c, what)
+	if !ok || err != nil {
+		return false, false, err
+	}
+	v = toSystem(v)
+	if v.k == kBool {
+		return v.n != 0, true, nil
+	}
+	return true, true, nil
+}
+
+func singletonString(c Collection, what string) (string, bool, error) {
+	v, ok, err := singleton(c, what)
+	if !ok || err != nil {
+		return "", false, err
+	}
+	v = toSystem(v)
+	if v.k != kStr {
+		return "", false, fmt.Errorf("fhirpath: %s expects a String, got %s", what, v.TypeName())
+	}
+	return v.s, true, nil
+}
+
+// withItem evaluates n with $this bound to item, restoring the context.
+func (ec *evalCtx) withItem(n node, item Value, index int) (Collection, error) {
+	saveBase, saveThis, saveHas, saveIdx := ec.base, ec.this, ec.hasThis, ec.index
+	c := Collection{item}
+	ec.base, ec.this, ec.hasThis, ec.index = c, item, true, index
+	out, err := n.eval(ec, c)
+	ec.base, ec.this, ec.hasThis, ec.index = saveBase, saveThis, saveHas, saveIdx
+	return out, err
+}

@@ -1,0 +1,476 @@
+package fhirpath
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"unsafe"
+)
+
+// funcImpl implements a function: in is its input collection, args its
+// unevaluated argument expressions (lambdas are evaluated per item).
+type funcImpl func(ec *evalCtx, in Collection, args []node) (Collection, error)
+
+type funcDef struct {
+	min, max int
+	fn       funcImpl
+}
+
+var functions map[string]funcDef
+
+func init() {
+	functions = map[string]funcDef{}
+	for _, group := range []map[string]funcDef{existenceFuncs, filterFuncs, subsetFuncs, conversionFuncs, stringFuncs, mathFuncs, utilityFuncs, fhirFuncs, extraFuncs} {
+		for k, v := range group {
+			functions[k] = v
+		}
+	}
+}
+
+// callNode is a resolved function call.
+type callNode struct {
+	name string
+	def  funcDef
+	args []node
+	ts   typeSpec // for is/as/ofType
+}
+
+func newCall(name token, args []node) (node, error) {
+	def, ok := functions[name.text]
+	if !ok {
+		return nil, errAt(name.pos, "unknown function %s()", name.text)
+	}
+	if len(args) < def.min || len(args) > def.max {
+		return nil, errAt(name.pos, "%s() takes %d to %d arguments, got %d", name.text, def.min, def.max, len(args))
+	}
+	c := &callNode{name: name.text, def: def, args: args}
+	switch name.text {
+	case "is", "as", "ofType":
+		ts, err := typeSpecOf(args[0])
+		if err != nil {
+			return nil, errAt(name.pos, "%s() expects a type name", name.text)
+		}
+		c.ts = ts
+		if !knownType(ts) {
+			return nil, errAt(name.pos, "unknown type %s", ts.name)
+		}
+		t := ts
+		c.def.fn = func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+			return typeFunc(name.text, in, t)
+		}
+	}
+	return c, nil
+}
+
+func (n *callNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	return n.def.fn(ec, in, n.args)
+}
+
+func typeFunc(name string, in Collection, ts typeSpec) (Collection, error) {
+	switch name {
+	case "is":
+		if len(in) == 0 {
+			return nil, nil
+		}
+		if len(in) > 1 {
+			return nil, errSingleton(name + "()")
+		}
+		return boolColl(isType(in[0], ts)), nil
+	}
+	// as() filters like ofType(): the core invariant dom-3 applies it to
+	// descendants(), so the singleton rule of the specification would
+	// make every resource with contained resources fail.
+	var out Collection
+	for _, v := range in {
+		if isTypeMode(v, ts, false) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// arg evaluates a non-lambda argument against the current term focus.
+func (ec *evalCtx) arg(n node) (Collection, error) {
+	return n.eval(ec, ec.base)
+}
+
+func (ec *evalCtx) argString(n node, fn string) (string, bool, error) {
+	c, err := ec.arg(n)
+	if err != nil {
+		return "", false, err
+	}
+	return singletonString(c, fn+"()")
+}
+
+func (ec *evalCtx) argInt(n node) (int64, bool, error) {
+	c, err := ec.arg(n)
+	if err != nil {
+		return 0, false, err
+	}
+	return singletonInt(c)
+}
+
+// inputString returns the single String input of a string function.
+func inputString(in Collection, fn string) (string, bool, error) {
+	v, ok, err := singleton(in, fn+"()")
+	if !ok || err != nil {
+		return "", false, err
+	}
+	v = toSystem(v)
+	if v.k != kStr {
+		return "", false, fmt.Errorf("fhirpath: %s() expects a String input, got %s", fn, v.TypeName())
+	}
+	return v.s, true, nil
+}
+
+// lambdaBool evaluates criteria for item as a Boolean (empty = false).
+func (ec *evalCtx) lambdaBool(n node, item Value, i int, fn string) (bool, bool, error) {
+	c, err := ec.withItem(n, item, i)
+	if err != nil {
+		return false, false, err
+	}
+	b, ok, err := singletonBool(c, fn)
+	return b, ok, err
+}
+
+var existenceFuncs = map[string]funcDef{
+	"empty": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) { return boolColl(len(in) == 0), nil }},
+	"exists": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		if len(args) == 0 {
+			return boolColl(len(in) > 0), nil
+		}
+		for i, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			b, ok, err := ec.lambdaBool(args[0], v, i, "exists")
+			if err != nil {
+				return nil, err
+			}
+			if ok && b {
+				return trueColl, nil
+			}
+		}
+		return falseColl, nil
+	}},
+	"all": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		for i, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			b, ok, err := ec.lambdaBool(args[0], v, i, "all")
+			if err != nil {
+				return nil, err
+			}
+			if !ok || !b {
+				return falseColl, nil
+			}
+		}
+		return trueColl, nil
+	}},
+	"allTrue":  {0, 0, boolAgg(func(b bool) bool { return b }, true)},
+	"anyTrue":  {0, 0, boolAgg(func(b bool) bool { return b }, false)},
+	"allFalse": {0, 0, boolAgg(func(b bool) bool { return !b }, true)},
+	"anyFalse": {0, 0, boolAgg(func(b bool) bool { return !b }, false)},
+	"subsetOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(subset(in, other)), nil
+	}},
+	"supersetOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(subset(other, in)), nil
+	}},
+	"count": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		return Collection{intValue(int64(len(in)))}, nil
+	}},
+	"distinct": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+		return union(ec, in, nil)
+	}},
+	"isDistinct": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+		d, err := union(ec, in, nil)
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(len(d) == len(in)), nil
+	}},
+	"not": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		b, ok, err := singletonBool(in, "not()")
+		if err != nil || !ok {
+			return nil, err
+		}
+		return boolColl(!b), nil
+	}},
+}
+
+func boolAgg(test func(bool) bool, all bool) funcImpl {
+	return func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		for _, v := range in {
+			v = toSystem(v)
+			if v.k != kBool {
+				return nil, fmt.Errorf("fhirpath: expected Boolean items, got %s", v.TypeName())
+			}
+			t := test(v.n != 0)
+			if all && !t {
+				return falseColl, nil
+			}
+			if !all && t {
+				return trueColl, nil
+			}
+		}
+		return boolColl(all), nil
+	}
+}
+
+func subset(a, b Collection) bool {
+	for _, v := range a {
+		if !containsValue(b, v) {
+			return false
+		}
+	}
+	return true
+}
+
+var filterFuncs = map[string]funcDef{
+	"where": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		var out Collection
+		for i, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			b, ok, err := ec.lambdaBool(args[0], v, i, "where")
+			if err != nil {
+				return nil, err
+			}
+			if ok && b {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}},
+	"select": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		var out Collection
+		for i, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			c, err := ec.withItem(args[0], v, i)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c...)
+			if len(out) > ec.limits.MaxCollection {
+				return nil, errTooLarge
+			}
+		}
+		return out, nil
+	}},
+	"repeat": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		var out Collection
+		seen := map[unsafe.Pointer]bool{}
+		queue := append(Collection(nil), in...)
+		depth := 0
+		for len(queue) > 0 {
+			depth++
+			if depth > ec.limits.MaxDepth {
+				return nil, errTooDeep
+			}
+			var next Collection
+			for i, v := range queue {
+				if err := ec.check(); err != nil {
+					return nil, err
+				}
+				c, err := ec.withItem(args[0], v, i)
+				if err != nil {
+					return nil, err
+				}
+				for _, w := range c {
+					// Nodes of the input are distinct by identity; this
+					// keeps repeat linear on deep trees.
+					if m, ok := w.node.(map[string]any); ok && w.k == kNode {
+						p := reflect.ValueOf(m).UnsafePointer()
+						if seen[p] {
+							continue
+						}
+						seen[p] = true
+						out = append(out, w)
+						next = append(next, w)
+						continue
+					}
+					if !containsValue(out, w) {
+						out = append(out, w)
+						next = append(next, w)
+					}
+				}
+				if len(out) > ec.limits.MaxCollection {
+					return nil, errTooLarge
+				}
+			}
+			queue = next
+		}
+		return out, nil
+	}},
+	"ofType": {1, 1, nil},
+	"as":     {1, 1, nil},
+	"is":     {1, 1, nil},
+	"iif": {2, 3, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		if len(in) > 1 {
+			return nil, errSingleton("iif() input")
+		}
+		if len(in) == 1 {
+			// The arguments see the input item as $this.
+			saveBase, saveThis, saveHas := ec.base, ec.this, ec.hasThis
+			ec.base, ec.this, ec.hasThis = in, in[0], true
+			defer func() { ec.base, ec.this, ec.hasThis = saveBase, saveThis, saveHas }()
+		}
+		c, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		if len(c) > 1 {
+			return nil, errSingleton("iif() criterion")
+		}
+		b, ok := false, false
+		if len(c) == 1 {
+			v := toSystem(c[0])
+			if v.k != kBool {
+				return nil, fmt.Errorf("fhirpath: iif() criterion must be Boolean")
+			}
+			b, ok = v.n != 0, true
+		}
+		if ok && b {
+			return ec.arg(args[1])
+		}
+		if len(args) == 3 {
+			return ec.arg(args[2])
+		}
+		return nil, nil
+	}},
+	"aggregate": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		var total Collection
+		if len(args) == 2 {
+			var err error
+			if total, err = ec.arg(args[1]); err != nil {
+				return nil, err
+			}
+		}
+		save := ec.total
+		defer func() { ec.total = save }()
+		for i, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			ec.total = total
+			c, err := ec.withItem(args[0], v, i)
+			if err != nil {
+				return nil, err
+			}
+			total = c
+		}
+		return total, nil
+	}},
+}
+
+var subsetFuncs = map[string]funcDef{
+	"single": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) > 1 {
+			return nil, errSingleton("single()")
+		}
+		return in, nil
+	}},
+	"first": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) == 0 {
+			return nil, nil
+		}
+		return in[:1:1], nil
+	}},
+	"last": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) == 0 {
+			return nil, nil
+		}
+		return in[len(in)-1:], nil
+	}},
+	"tail": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) <= 1 {
+			return nil, nil
+		}
+		return in[1:], nil
+	}},
+	"skip": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		n, ok, err := ec.argInt(args[0])
+		if err != nil || !ok {
+			return nil, err
+		}
+		if n <= 0 {
+			return in, nil
+		}
+		if n >= int64(len(in)) {
+			return nil, nil
+		}
+		return in[n:], nil
+	}},
+	"take": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		n, ok, err := ec.argInt(args[0])
+		if err != nil || !ok || n <= 0 {
+			return nil, err
+		}
+		if n >= int64(len(in)) {
+			return in, nil
+		}
+		return in[:n:n], nil
+	}},
+	"intersect": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		var out Collection
+		for _, v := range in {
+			if containsValue(other, v) && !containsValue(out, v) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}},
+	"exclude": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		var out Collection
+		for _, v := range in {
+			if !containsValue(other, v) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}},
+	"union": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		return union(ec, in, other)
+	}},
+	"combine": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		out := make(Collection, 0, len(in)+len(other))
+		return append(append(out, in...), other...), nil
+	}},
+}
+
+// lowerFirst is used to map FHIR type names in messages.
+func lowerFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToLower(s[:1]) + s[1:]
+}

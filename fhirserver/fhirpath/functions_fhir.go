@@ -1,0 +1,262 @@
+package fhirpath
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+func (ec *evalCtx) clock() time.Time {
+	if ec.now.IsZero() {
+		ec.now = time.Now()
+	}
+	return ec.now
+}
+
+func timeValue(t time.Time, k kind) Value {
+	_, off := t.Zone()
+	d := &dateTime{kind: k, y: t.Year(), mo: int(t.Month()), d: t.Day(), h: t.Hour(), mi: t.Minute(), s: t.Second(),
+		ns: t.Nanosecond() / 1e6 * 1e6, frac: 3, tz: k == kDateTime, off: off}
+	switch k {
+	case kDate:
+		d.prec = pDay
+	default:
+		d.prec = pMilli
+	}
+	return Value{k: k, d: d}
+}
+
+var utilityFuncs = map[string]funcDef{
+	"trace": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		name, _, err := ec.argString(args[0], "trace")
+		if err != nil {
+			return nil, err
+		}
+		shown := in
+		if len(args) == 2 {
+			var out Collection
+			for i, v := range in {
+				c, err := ec.withItem(args[1], v, i)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, c...)
+			}
+			shown = out
+		}
+		l := ec.logger
+		if l == nil {
+			l = slog.Default()
+		}
+		if l.Enabled(ec.ctx, slog.LevelDebug) {
+			b, _ := shown.MarshalJSON()
+			l.DebugContext(ec.ctx, "fhirpath trace", "name", name, "value", string(b))
+		}
+		return in, nil
+	}},
+	"now":       {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kDateTime)) }},
+	"today":     {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kDate)) }},
+	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kTime)) }},
+	"children": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+		var out Collection
+		var err error
+		for _, v := range in {
+			if out, err = allChildren(ec, out, v); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}},
+	"descendants": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+		var out Collection
+		level := in
+		for depth := 0; len(level) > 0; depth++ {
+			if depth > ec.limits.MaxDepth {
+				return nil, errTooDeep
+			}
+			var next Collection
+			for _, v := range level {
+				if err := ec.check(); err != nil {
+					return nil, err
+				}
+				var err error
+				if next, err = allChildren(ec, next, v); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, next...)
+			if len(out) > ec.limits.MaxCollection {
+				return nil, errTooLarge
+			}
+			level = next
+		}
+		return out, nil
+	}},
+	"type": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		out := make(Collection, 0, len(in))
+		for _, v := range in {
+			out = append(out, typeInfoValue(v))
+		}
+		return out, nil
+	}},
+}
+
+var fhirFuncs = map[string]funcDef{
+	"extension": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		url, ok, err := ec.argString(args[0], "extension")
+		if err != nil || !ok {
+			return nil, err
+		}
+		var out Collection
+		for _, v := range in {
+			exts, err := children(ec, nil, v, "extension")
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range exts {
+				if m, ok := e.node.(map[string]any); ok && m["url"] == url {
+					out = append(out, e)
+				}
+			}
+		}
+		return out, nil
+	}},
+	"hasValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) != 1 {
+			return falseColl, nil
+		}
+		v := in[0]
+		return boolColl(v.k == kNode && v.node != nil && isPrimitiveNode(v) && !v.tiQuantity()), nil
+	}},
+	"getValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) != 1 || in[0].k != kNode || in[0].node == nil || !isPrimitiveNode(in[0]) {
+			return nil, nil
+		}
+		v := toSystem(in[0])
+		if v.k == kNode {
+			return nil, nil
+		}
+		return Collection{v}, nil
+	}},
+	"resolve": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
+		var out Collection
+		for _, v := range in {
+			ref := ""
+			switch x := v.node.(type) {
+			case map[string]any:
+				ref, _ = x["reference"].(string)
+			case string:
+				ref = x
+			}
+			if ref == "" {
+				continue
+			}
+			if r := ec.resolveRef(ref); r != nil {
+				out = append(out, nodeValue(r, nil, resourceTypeOf(r)))
+			}
+		}
+		return out, nil
+	}},
+	"memberOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		vs, ok, err := ec.argString(args[0], "memberOf")
+		if err != nil || !ok || ec.term == nil || len(in) != 1 {
+			return nil, err
+		}
+		m, ok := ec.term.MemberOf(ec.ctx, in[0], vs)
+		if !ok {
+			return nil, nil
+		}
+		return boolColl(m), nil
+	}},
+	"conformsTo": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		p, ok, err := ec.argString(args[0], "conformsTo")
+		if err != nil || !ok || len(in) != 1 {
+			return nil, err
+		}
+		if ec.conforms == nil {
+			// Without a validator hook, only core definitions are known: a
+			// resource conforms to its own type and its base types.
+			name, core := strings.CutPrefix(p, "http://hl7.org/fhir/StructureDefinition/")
+			if !core || lookupType(name) == nil {
+				return nil, fmt.Errorf("fhirpath: conformsTo(): unknown profile %q", p)
+			}
+			return boolColl(in[0].ti != nil && in[0].ti.derivesFrom(name)), nil
+		}
+		c, ok := ec.conforms(ec.ctx, in[0].node, p)
+		if !ok {
+			return nil, nil
+		}
+		return boolColl(c), nil
+	}},
+	"htmlChecks": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+		if len(in) != 1 {
+			return nil, nil
+		}
+		s, _ := toStringValue(in[0])
+		return boolColl(htmlOK(s)), nil
+	}},
+}
+
+func (v Value) tiQuantity() bool { return v.ti != nil && v.ti.isQuantity }
+
+// resolveRef finds a referenced resource: contained (#id), a Bundle entry
+// (by fullUrl or Type/id), then the pluggable resolver.
+func (ec *evalCtx) resolveRef(ref string) map[string]any {
+	var root map[string]any
+	if len(ec.root) == 1 {
+		root, _ = ec.root[0].node.(map[string]any)
+	}
+	if strings.HasPrefix(ref, "#") && root != nil {
+		cs, _ := root["contained"].([]any)
+		for _, c := range cs {
+			if m, ok := c.(map[string]any); ok && "#"+str(m["id"]) == ref {
+				return m
+			}
+		}
+		return nil
+	}
+	if root != nil && root["resourceType"] == "Bundle" {
+		entries, _ := root["entry"].([]any)
+		for _, e := range entries {
+			em, _ := e.(map[string]any)
+			res, _ := em["resource"].(map[string]any)
+			if res == nil {
+				continue
+			}
+			full := str(em["fullUrl"])
+			if full == ref || (full != "" && strings.HasSuffix(full, "/"+ref)) || str(res["resourceType"])+"/"+str(res["id"]) == ref {
+				return res
+			}
+		}
+	}
+	if ec.resolver != nil {
+		r, err := ec.resolver(ec.ctx, ref)
+		if err == nil {
+			if m, ok := r.(map[string]any); ok {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// htmlOK is a basic narrative check: no scripts, event handlers, or
+// forbidden elements.
+func htmlOK(s string) bool {
+	l := strings.ToLower(s)
+	for _, bad := range []string{"<script", "<iframe", "<object", "<embed", "<form", "<input", "javascript:", " onload=", " onclick=", " onerror=", " onmouseover="} {
+		if strings.Contains(l, bad) {
+			return false
+		}
+	}
+	return strings.Contains(l, "<div")
+}
+
+var _ = context.Background

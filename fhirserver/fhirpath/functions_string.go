@@ -1,0 +1,228 @@
+package fhirpath
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// strFunc adapts a function of the input string and evaluated string
+// arguments.
+func strFunc(nargs int, f func(s string, args []string) (Collection, error)) funcDef {
+	return funcDef{nargs, nargs, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		s, ok, err := inputString(in, "string function")
+		if err != nil || !ok {
+			return nil, err
+		}
+		vals := make([]string, len(args))
+		for i, a := range args {
+			v, ok, err := ec.argString(a, "string function")
+			if err != nil || !ok {
+				return nil, err
+			}
+			vals[i] = v
+		}
+		return f(s, vals)
+	}}
+}
+
+func one(v Value) (Collection, error) { return Collection{v}, nil }
+
+var regexCache sync.Map // pattern -> *regexp.Regexp or error
+
+// compileRegex translates a FHIRPath (PCRE-like) regex to Go syntax; the
+// (?s) flag matches the spec's single-line mode default.
+func compileRegex(p string) (*regexp.Regexp, error) {
+	if v, ok := regexCache.Load(p); ok {
+		if re, ok := v.(*regexp.Regexp); ok {
+			return re, nil
+		}
+		return nil, v.(error)
+	}
+	re, err := regexp.Compile("(?s)" + p)
+	if err != nil {
+		err = fmt.Errorf("fhirpath: unsupported regular expression %q: %v", p, err)
+		regexCache.Store(p, err)
+		return nil, err
+	}
+	regexCache.Store(p, re)
+	return re, nil
+}
+
+var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
+
+var stringFuncs = map[string]funcDef{
+	"matchesFull": strFunc(1, func(s string, a []string) (Collection, error) {
+		re, err := compileRegex("^(?:" + a[0] + ")$")
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(re.MatchString(s)), nil
+	}),
+	"indexOf": strFunc(1, func(s string, a []string) (Collection, error) {
+		i := strings.Index(s, a[0])
+		if i >= 0 {
+			i = utf8.RuneCountInString(s[:i])
+		}
+		return one(intValue(int64(i)))
+	}),
+	"substring": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		s, ok, err := inputString(in, "substring")
+		if err != nil || !ok {
+			return nil, err
+		}
+		start, ok, err := ec.argInt(args[0])
+		if err != nil || !ok {
+			return nil, err
+		}
+		r := []rune(s)
+		if start < 0 || start >= int64(len(r)) {
+			return nil, nil
+		}
+		end := int64(len(r))
+		if len(args) == 2 {
+			n, ok, err := ec.argInt(args[1])
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if n < 0 {
+					n = 0
+				}
+				end = min(end, start+n)
+			}
+		}
+		return one(stringValue(string(r[start:end])))
+	}},
+	"startsWith": strFunc(1, func(s string, a []string) (Collection, error) { return boolColl(strings.HasPrefix(s, a[0])), nil }),
+	"endsWith":   strFunc(1, func(s string, a []string) (Collection, error) { return boolColl(strings.HasSuffix(s, a[0])), nil }),
+	"contains": strFunc(1, func(s string, a []string) (Collection, error) {
+		return boolColl(strings.Contains(s, a[0])), nil
+	}),
+	"upper":  strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.ToUpper(s))) }),
+	"lower":  strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.ToLower(s))) }),
+	"trim":   strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.TrimSpace(s))) }),
+	"length": strFunc(0, func(s string, _ []string) (Collection, error) { return one(intValue(int64(utf8.RuneCountInString(s)))) }),
+	"toChars": strFunc(0, func(s string, _ []string) (Collection, error) {
+		var out Collection
+		for _, r := range s {
+			out = append(out, stringValue(string(r)))
+		}
+		return out, nil
+	}),
+	"replace": strFunc(2, func(s string, a []string) (Collection, error) {
+		return one(stringValue(strings.ReplaceAll(s, a[0], a[1])))
+	}),
+	"matches": strFunc(1, func(s string, a []string) (Collection, error) {
+		re, err := compileRegex(a[0])
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(re.MatchString(s)), nil
+	}),
+	"replaceMatches": strFunc(2, func(s string, a []string) (Collection, error) {
+		if a[0] == "" {
+			return one(stringValue(s))
+		}
+		re, err := compileRegex(a[0])
+		if err != nil {
+			return nil, err
+		}
+		// PCRE-style $1 references work with Go's Expand syntax too, but
+		// ${1} avoids $1x being read as a named group.
+		repl := regexp.MustCompile(`\$(\d+)`).ReplaceAllString(a[1], "$${$1}")
+		return one(stringValue(re.ReplaceAllString(s, repl)))
+	}),
+	"split": strFunc(1, func(s string, a []string) (Collection, error) {
+		var out Collection
+		for _, p := range strings.Split(s, a[0]) {
+			out = append(out, stringValue(p))
+		}
+		return out, nil
+	}),
+	"join": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		sep := ""
+		if len(args) == 1 {
+			s, ok, err := ec.argString(args[0], "join")
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				sep = s
+			}
+		}
+		parts := make([]string, 0, len(in))
+		for _, v := range in {
+			s, ok := toStringValue(v)
+			if !ok {
+				return nil, fmt.Errorf("fhirpath: join() expects strings")
+			}
+			parts = append(parts, s)
+		}
+		return one(stringValue(strings.Join(parts, sep)))
+	}},
+	"encode": strFunc(1, func(s string, a []string) (Collection, error) {
+		switch a[0] {
+		case "hex":
+			return one(stringValue(hex.EncodeToString([]byte(s))))
+		case "base64":
+			return one(stringValue(base64.StdEncoding.EncodeToString([]byte(s))))
+		case "urlbase64":
+			return one(stringValue(base64.URLEncoding.EncodeToString([]byte(s))))
+		}
+		return nil, nil
+	}),
+	"decode": strFunc(1, func(s string, a []string) (Collection, error) {
+		var b []byte
+		var err error
+		switch a[0] {
+		case "hex":
+			b, err = hex.DecodeString(s)
+		case "base64":
+			b, err = base64.StdEncoding.DecodeString(s)
+		case "urlbase64":
+			b, err = base64.URLEncoding.DecodeString(s)
+		default:
+			return nil, nil
+		}
+		if err != nil {
+			return nil, nil
+		}
+		return one(stringValue(string(b)))
+	}),
+	"escape": strFunc(1, func(s string, a []string) (Collection, error) {
+		switch a[0] {
+		case "html":
+			return one(stringValue(htmlEscaper.Replace(s)))
+		case "json":
+			var buf strings.Builder
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode(s)
+			b := strings.TrimSpace(buf.String())
+			return one(stringValue(b[1 : len(b)-1]))
+		}
+		return nil, nil
+	}),
+	"unescape": strFunc(1, func(s string, a []string) (Collection, error) {
+		switch a[0] {
+		case "html":
+			return one(stringValue(html.UnescapeString(s)))
+		case "json":
+			var out string
+			// Quote bare double quotes so the text is a valid JSON string body.
+			q := regexp.MustCompile(`(^|[^\\])"`).ReplaceAllString(s, `$1\"`)
+			if err := json.Unmarshal([]byte(`"`+q+`"`), &out); err != nil {
+				return nil, nil
+			}
+			return one(stringValue(out))
+		}
+		return nil, nil
+	}),
+}

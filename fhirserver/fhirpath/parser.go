@@ -1,0 +1,359 @@
+package fhirpath
+
+import (
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// Binding strength of the binary operators, lowest first, as in the
+// grammar of the specification.
+const (
+	precImplies = iota + 1
+	precOr
+	precAnd
+	precMembership
+	precEquality
+	precInequality
+	precUnion
+	precType
+	precAdditive
+	precMultiplicative
+)
+
+func binaryPrec(t token) int {
+	switch t.kind {
+	case tOp:
+		switch t.text {
+		case "=", "~", "!=", "!~":
+			return precEquality
+		case "<", "<=", ">", ">=":
+			return precInequality
+		case "|":
+			return precUnion
+		case "+", "-", "&":
+			return precAdditive
+		case "*", "/":
+			return precMultiplicative
+		}
+	case tIdent:
+		switch t.text {
+		case "implies":
+			return precImplies
+		case "or", "xor":
+			return precOr
+		case "and":
+			return precAnd
+		case "in", "contains":
+			return precMembership
+		case "is", "as":
+			return precType
+		case "div", "mod":
+			return precMultiplicative
+		}
+	}
+	return 0
+}
+
+// maxParseDepth bounds recursion so pathological expressions fail fast.
+const maxParseDepth = 200
+
+type parser struct {
+	toks  []token
+	i     int
+	depth int
+}
+
+func (p *parser) peek() token { return p.toks[p.i] }
+func (p *parser) next() token {
+	t := p.toks[p.i]
+	if t.kind != tEOF {
+		p.i++
+	}
+	return t
+}
+func (p *parser) isOp(s string) bool {
+	t := p.toks[p.i]
+	return t.kind == tOp && t.text == s
+}
+func (p *parser) expectOp(s string) error {
+	t := p.next()
+	if t.kind != tOp || t.text != s {
+		return errAt(t.pos, "expected %q, found %q", s, t.text)
+	}
+	return nil
+}
+
+func parse(src string) (node, error) {
+	toks, err := lex(src)
+	if err != nil {
+		return nil, err
+	}
+	p := &parser{toks: toks}
+	n, err := p.expr(precImplies)
+	if err != nil {
+		return nil, err
+	}
+	if t := p.peek(); t.kind != tEOF {
+		return nil, errAt(t.pos, "unexpected %q", t.text)
+	}
+	return n, nil
+}
+
+// expr parses a binary expression whose operators bind at least as
+// tightly as minPrec (precedence climbing).
+func (p *parser) expr(minPrec int) (node, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxParseDepth {
+		return nil, errAt(p.peek().pos, "expression nested too deeply")
+	}
+	left, err := p.unary()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		t := p.peek()
+		prec := binaryPrec(t)
+		if prec == 0 || prec < minPrec {
+			return left, nil
+		}
+		p.next()
+		if prec == precType {
+			ts, err := p.typeSpec()
+			if err != nil {
+				return nil, err
+			}
+			if !knownType(ts) {
+				return nil, errAt(t.pos, "unknown type %s", ts.name)
+			}
+			left = &typeOpNode{isOp: t.text == "is", left: left, ts: ts}
+			continue
+		}
+		nextMin := prec + 1
+		if prec == precImplies {
+			nextMin = prec // right associative
+		}
+		right, err := p.expr(nextMin)
+		if err != nil {
+			return nil, err
+		}
+		left, err = newBinary(t, left, right)
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// typeSpec parses a qualified type name such as FHIR.Patient or String.
+func (p *parser) typeSpec() (typeSpec, error) {
+	t := p.next()
+	if t.kind != tIdent && t.kind != tDelimIdent {
+		return typeSpec{}, errAt(t.pos, "expected a type name")
+	}
+	parts := []string{t.text}
+	for p.isOp(".") && (p.toks[p.i+1].kind == tIdent || p.toks[p.i+1].kind == tDelimIdent) {
+		p.next()
+		parts = append(parts, p.next().text)
+	}
+	return makeTypeSpec(parts), nil
+}
+
+func (p *parser) unary() (node, error) {
+	if p.isOp("-") || p.isOp("+") {
+		t := p.next()
+		p.depth++
+		defer func() { p.depth-- }()
+		if p.depth > maxParseDepth {
+			return nil, errAt(t.pos, "expression nested too deeply")
+		}
+		operand, err := p.unary()
+		if err != nil {
+			return nil, err
+		}
+		if t.text == "+" {
+			return operand, nil
+		}
+		// Fold negative literals so that -1 is an Integer literal.
+		if lit, ok := operand.(*literalNode); ok && len(lit.val) == 1 {
+			if v, ok := negate(lit.val[0]); ok {
+				return &literalNode{val: Collection{v}}, nil
+			}
+		}
+		return &negNode{operand: operand, pos: t.pos}, nil
+	}
+	return p.postfix()
+}
+
+func (p *parser) postfix() (node, error) {
+	n, err := p.term()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		switch {
+		case p.isOp("."):
+			p.next()
+			t := p.next()
+			if t.kind != tIdent && t.kind != tDelimIdent {
+				return nil, errAt(t.pos, "expected a name after '.'")
+			}
+			if t.kind == tIdent && p.isOp("(") {
+				fn, err := p.call(t)
+				if err != nil {
+					return nil, err
+				}
+				n = &chainNode{left: n, right: fn}
+			} else {
+				n = &chainNode{left: n, right: &memberNode{name: t.text}}
+			}
+		case p.isOp("["):
+			p.next()
+			idx, err := p.expr(precImplies)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectOp("]"); err != nil {
+				return nil, err
+			}
+			n = &indexNode{left: n, index: idx}
+		default:
+			return n, nil
+		}
+	}
+}
+
+var calendarUnits = map[string]string{
+	"year": "year", "years": "year", "month": "month", "months": "month",
+	"week": "week", "weeks": "week", "day": "day", "days": "day",
+	"hour": "hour", "hours": "hour", "minute": "minute", "minutes": "minute",
+	"second": "second", "seconds": "second", "millisecond": "millisecond", "milliseconds": "millisecond",
+}
+
+func (p *parser) term() (node, error) {
+	t := p.next()
+	switch t.kind {
+	case tNumber:
+		v, err := parseNumber(t.text)
+		if err != nil {
+			return nil, errAt(t.pos, "%v", err)
+		}
+		u := p.peek()
+		if u.kind == tString {
+			p.next()
+			return &literalNode{val: Collection{makeQuantity(v, u.text)}}, nil
+		}
+		if u.kind == tIdent {
+			if cu, ok := calendarUnits[u.text]; ok {
+				p.next()
+				return &literalNode{val: Collection{makeQuantity(v, cu)}}, nil
+			}
+		}
+		return &literalNode{val: Collection{v}}, nil
+	case tString:
+		return &literalNode{val: Collection{stringValue(t.text)}}, nil
+	case tDateTime:
+		d, err := parseDateTimeLiteral(t.text)
+		if err != nil {
+			return nil, errAt(t.pos, "%v", err)
+		}
+		return &literalNode{val: Collection{d}}, nil
+	case tExtConst:
+		return &envNode{name: t.text}, nil
+	case tSpecial:
+		switch t.text {
+		case "$this":
+			return thisNode{}, nil
+		case "$index":
+			return indexVarNode{}, nil
+		default:
+			return totalNode{}, nil
+		}
+	case tDelimIdent:
+		return &memberNode{name: t.text}, nil
+	case tIdent:
+		switch t.text {
+		case "true":
+			return &literalNode{val: Collection{boolValue(true)}}, nil
+		case "false":
+			return &literalNode{val: Collection{boolValue(false)}}, nil
+		}
+		if p.isOp("(") {
+			return p.call(t)
+		}
+		return &memberNode{name: t.text}, nil
+	case tOp:
+		switch t.text {
+		case "(":
+			n, err := p.expr(precImplies)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.expectOp(")"); err != nil {
+				return nil, err
+			}
+			return n, nil
+		case "{":
+			if err := p.expectOp("}"); err != nil {
+				return nil, err
+			}
+			return &literalNode{}, nil
+		}
+	}
+	if t.kind == tEOF {
+		return nil, errAt(t.pos, "unexpected end of expression")
+	}
+	return nil, errAt(t.pos, "unexpected %q", t.text)
+}
+
+// call parses the argument list of a function and resolves the function.
+func (p *parser) call(name token) (node, error) {
+	if err := p.expectOp("("); err != nil {
+		return nil, err
+	}
+	var args []node
+	if !p.isOp(")") {
+		for {
+			a, err := p.expr(precImplies)
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, a)
+			if p.isOp(",") {
+				p.next()
+				continue
+			}
+			break
+		}
+	}
+	if err := p.expectOp(")"); err != nil {
+		return nil, err
+	}
+	return newCall(name, args)
+}
+
+// parseNumber turns an integer or decimal literal into a Value.
+func parseNumber(s string) (Value, error) {
+	if !strings.Contains(s, ".") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n <= maxInt && n >= minInt {
+			return intValue(n), nil
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return Value{}, errAt(0, "invalid number %q", s)
+	}
+	return decValue(r, scaleOf(s)), nil
+}
+
+// scaleOf counts the digits after the decimal point.
+func scaleOf(s string) int {
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		j := i + 1
+		for j < len(s) && isDigit(s[j]) {
+			j++
+		}
+		return j - i - 1
+	}
+	return 0
+}

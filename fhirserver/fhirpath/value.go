@@ -1,0 +1,344 @@
+package fhirpath
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// kind is the dynamic kind of a Value.
+type kind uint8
+
+const (
+	kNone     kind = iota
+	kNode          // a FHIR element, resource or primitive taken from the input JSON
+	kBool          // System.Boolean
+	kInt           // System.Integer
+	kDec           // System.Decimal
+	kStr           // System.String
+	kDate          // System.Date
+	kDateTime      // System.DateTime
+	kTime          // System.Time
+	kQty           // System.Quantity
+)
+
+// FHIRPath integers are 32-bit; results outside the range are empty.
+const (
+	maxInt = math.MaxInt32
+	minInt = math.MinInt32
+)
+
+// Value is one item of a Collection: a System value or a FHIR node of the
+// input. It is a small struct, not an interface, so that navigation does
+// not allocate per item.
+type Value struct {
+	k    kind
+	n    int64          // Integer; Boolean (0/1); scale of a Decimal or Quantity
+	s    string         // String; unit of a Quantity
+	r    *big.Rat       // Decimal; value of a Quantity
+	d    *dateTime      // Date, DateTime, Time
+	node any            // kNode: the decoded JSON (nil for a primitive with only an _element)
+	ext  map[string]any // kNode primitive: its "_name" sibling (id, extension)
+	ti   *typeInfo      // kNode: its FHIR type, nil when unknown
+}
+
+// Collection is the result of an evaluation: an ordered list of values.
+type Collection []Value
+
+func boolValue(b bool) Value {
+	if b {
+		return Value{k: kBool, n: 1}
+	}
+	return Value{k: kBool}
+}
+func intValue(n int64) Value              { return Value{k: kInt, n: n} }
+func stringValue(s string) Value          { return Value{k: kStr, s: s} }
+func decValue(r *big.Rat, scale int) Value { return Value{k: kDec, r: r, n: int64(scale)} }
+
+func makeQuantity(v Value, unit string) Value {
+	switch v.k {
+	case kInt:
+		return Value{k: kQty, r: new(big.Rat).SetInt64(v.n), s: unit}
+	case kDec:
+		return Value{k: kQty, r: v.r, n: v.n, s: unit}
+	}
+	return Value{}
+}
+
+var (
+	trueColl  = Collection{boolValue(true)}
+	falseColl = Collection{boolValue(false)}
+)
+
+func boolColl(b bool) Collection {
+	if b {
+		return trueColl
+	}
+	return falseColl
+}
+
+// negate returns -v for numbers and quantities.
+func negate(v Value) (Value, bool) {
+	switch v.k {
+	case kInt:
+		return intValue(-v.n), true
+	case kDec:
+		return decValue(new(big.Rat).Neg(v.r), int(v.n)), true
+	case kQty:
+		w := v
+		w.r = new(big.Rat).Neg(v.r)
+		return w, true
+	}
+	return Value{}, false
+}
+
+// formatDecimal renders r with at least scale digits after the point,
+// trimming nothing the literal had: 1.0 stays "1.0".
+func formatDecimal(r *big.Rat, scale int) string {
+	if r.IsInt() && scale == 0 {
+		return r.Num().String()
+	}
+	if scale == 0 {
+		scale = divScale(r)
+	}
+	return r.FloatString(scale)
+}
+
+func trimZeros(s string) string {
+	if strings.IndexByte(s, '.') < 0 {
+		return s
+	}
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// exactAt reports whether r has at most scale fractional digits.
+func exactAt(r *big.Rat, scale int) bool {
+	d := new(big.Int).Set(r.Denom())
+	ten := big.NewInt(10)
+	p := new(big.Int).Exp(ten, big.NewInt(int64(scale)), nil)
+	return new(big.Int).Mod(p, d).Sign() == 0
+}
+
+// String renders a value the way toString() does.
+func (v Value) String() string {
+	s, _ := toStringValue(v)
+	return s
+}
+
+// toStringValue implements toString() for singletons.
+func toStringValue(v Value) (string, bool) {
+	v = toSystem(v)
+	switch v.k {
+	case kStr:
+		return v.s, true
+	case kBool:
+		if v.n != 0 {
+			return "true", true
+		}
+		return "false", true
+	case kInt:
+		return strconv.FormatInt(v.n, 10), true
+	case kDec:
+		return formatDecimal(v.r, int(v.n)), true
+	case kDate, kDateTime, kTime:
+		return v.d.String(), true
+	case kQty:
+		if _, cal := calendarToUCUM[v.s]; cal {
+			return formatDecimal(v.r, int(v.n)) + " " + v.s, true
+		}
+		return formatDecimal(v.r, int(v.n)) + " '" + v.s + "'", true
+	}
+	return "", false
+}
+
+// TypeName returns the qualified type name of the value, e.g.
+// "System.Integer" or "FHIR.HumanName".
+func (v Value) TypeName() string {
+	ns, name := typeOf(v)
+	return ns + "." + name
+}
+
+// MarshalJSON renders a value as FHIR JSON (complex values and primitives
+// of the input) or as a JSON scalar (System values; dates and times in
+// their FHIRPath string form; quantities as {"value","unit"}).
+func (v Value) MarshalJSON() ([]byte, error) {
+	switch v.k {
+	case kNode:
+		if v.node == nil {
+			return []byte("null"), nil
+		}
+		return json.Marshal(v.node)
+	case kBool:
+		return []byte(strconv.FormatBool(v.n != 0)), nil
+	case kInt:
+		return []byte(strconv.FormatInt(v.n, 10)), nil
+	case kDec:
+		return []byte(formatDecimal(v.r, int(v.n))), nil
+	case kStr:
+		return json.Marshal(v.s)
+	case kDate, kDateTime, kTime:
+		return json.Marshal(v.d.String())
+	case kQty:
+		var b bytes.Buffer
+		b.WriteString(`{"value":`)
+		b.WriteString(formatDecimal(v.r, int(v.n)))
+		b.WriteString(`,"unit":`)
+		u, _ := json.Marshal(v.s)
+		b.Write(u)
+		b.WriteByte('}')
+		return b.Bytes(), nil
+	}
+	return []byte("null"), nil
+}
+
+// MarshalJSON renders the collection as a JSON array.
+func (c Collection) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, v := range c {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		j, err := v.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		b.Write(j)
+	}
+	b.WriteByte(']')
+	return b.Bytes(), nil
+}
+
+// Raw returns the decoded JSON of a FHIR node (nil for System values).
+func (v Value) Raw() any { return v.node }
+
+// IsSystem reports whether the value is a System value rather than a node
+// of the input.
+func (v Value) IsSystem() bool { return v.k != kNode }
+
+// toSystem converts a FHIR primitive (or Quantity) node into the System
+// value it implicitly converts to; other values are returned unchanged.
+func toSystem(v Value) Value {
+	if v.k != kNode || v.ti == nil {
+		if v.k == kNode {
+			return untypedSystem(v.node, v)
+		}
+		return v
+	}
+	switch v.ti.sys {
+	case kNone:
+		if v.ti.isQuantity {
+			return quantityFromNode(v)
+		}
+		return v
+	case kStr:
+		if s, ok := v.node.(string); ok {
+			return stringValue(s)
+		}
+	case kBool:
+		if b, ok := v.node.(bool); ok {
+			return boolValue(b)
+		}
+	case kInt:
+		if r, ok := jsonNumber(v.node); ok && r.IsInt() {
+			if n := r.Num(); n.IsInt64() {
+				return intValue(n.Int64())
+			}
+		}
+	case kDec:
+		if num, ok := v.node.(json.Number); ok {
+			if r, ok := new(big.Rat).SetString(string(num)); ok {
+				return decValue(r, scaleOf(string(num)))
+			}
+		}
+		if r, ok := jsonNumber(v.node); ok {
+			s := strconv.FormatFloat(v.node.(float64), 'f', -1, 64)
+			return decValue(r, scaleOf(s))
+		}
+	case kDate, kDateTime, kTime:
+		if s, ok := v.node.(string); ok {
+			if d, err := parseFHIRDateTime(s, v.ti.sys); err == nil {
+				return Value{k: d.kind, d: d}
+			}
+		}
+	}
+	return v
+}
+
+// untypedSystem converts a JSON scalar of unknown FHIR type.
+func untypedSystem(n any, v Value) Value {
+	switch x := n.(type) {
+	case string:
+		return stringValue(x)
+	case bool:
+		return boolValue(x)
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return intValue(i)
+		}
+		if r, ok := new(big.Rat).SetString(string(x)); ok {
+			return decValue(r, scaleOf(string(x)))
+		}
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return intValue(int64(x))
+		}
+		r := new(big.Rat)
+		if r.SetFloat64(x) != nil {
+			s := strconv.FormatFloat(x, 'f', -1, 64)
+			r.SetString(s)
+			return decValue(r, scaleOf(s))
+		}
+	}
+	return v
+}
+
+// jsonNumber reads a JSON number decoded as json.Number or float64.
+func jsonNumber(n any) (*big.Rat, bool) {
+	switch x := n.(type) {
+	case json.Number:
+		return new(big.Rat).SetString(string(x))
+	case float64:
+		s := strconv.FormatFloat(x, 'f', -1, 64)
+		return new(big.Rat).SetString(s)
+	}
+	return nil, false
+}
+
+// quantityFromNode converts a FHIR Quantity to a System Quantity; the
+// unit is the UCUM code when the system is UCUM, otherwise the unit text.
+func quantityFromNode(v Value) Value {
+	m, ok := v.node.(map[string]any)
+	if !ok {
+		return v
+	}
+	var r *big.Rat
+	scale := 0
+	switch x := m["value"].(type) {
+	case json.Number:
+		r, _ = new(big.Rat).SetString(string(x))
+		scale = scaleOf(string(x))
+	case float64:
+		s := strconv.FormatFloat(x, 'f', -1, 64)
+		r, _ = new(big.Rat).SetString(s)
+		scale = scaleOf(s)
+	}
+	if r == nil {
+		return v
+	}
+	unit, _ := m["code"].(string)
+	if sys, _ := m["system"].(string); unit != "" && sys != "" && sys != "http://unitsofmeasure.org" {
+		unit = ""
+	}
+	if unit == "" {
+		unit, _ = m["unit"].(string)
+	}
+	if unit == "" {
+		unit = "1"
+	}
+	return Value{k: kQty, r: r, n: int64(scale), s: unit}
+}
