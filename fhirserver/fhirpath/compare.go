@@ -136,6 +136,9 @@ func deepEqual(a, b any, equiv bool, depth int) bool {
 		if sameMap(x, y) {
 			return true
 		}
+		if !equiv && len(x) != len(y) {
+			return false
+		}
 		n := 0
 		for k, v := range x {
 			if k == "id" && equiv {

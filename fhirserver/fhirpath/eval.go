@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // Expression is a compiled FHIRPath expression. It is immutable and safe
@@ -115,6 +118,7 @@ type evalCtx struct {
 	now      time.Time
 	steps    int
 	strict   bool
+	rootBuf  [1]Value
 }
 
 // check is called inside loops: it honours cancellation cheaply.
@@ -131,9 +135,11 @@ func (ec *evalCtx) check() error {
 // Evaluate runs the expression on a decoded FHIR JSON resource (or any
 // JSON value; nil means no input).
 func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option) (Collection, error) {
-	ec := evalCtx{ctx: ctx, limits: DefaultLimits}
+	ec := ctxPool.Get().(*evalCtx)
+	*ec = evalCtx{ctx: ctx, limits: DefaultLimits}
+	defer ctxPool.Put(ec)
 	for _, o := range opts {
-		o(&ec)
+		o(ec)
 	}
 	if ec.limits.MaxCollection <= 0 {
 		ec.limits.MaxCollection = DefaultLimits.MaxCollection
@@ -141,7 +147,10 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 	if ec.limits.MaxDepth <= 0 {
 		ec.limits.MaxDepth = DefaultLimits.MaxDepth
 	}
-	if resource != nil {
+	if list, ok := resource.([]any); ok {
+		// A JSON array is a collection of inputs.
+		ec.root = toCollection(list)
+	} else if resource != nil {
 		var root Value
 		if v, ok := resource.(Value); ok {
 			root = v
@@ -152,14 +161,25 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 			}
 			root = nodeValue(resource, nil, ti)
 		}
-		ec.root = Collection{root}
+		ec.rootBuf[0] = root
+		ec.root = ec.rootBuf[:]
 	}
 	ec.base = ec.root
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return e.root.eval(&ec, ec.root)
+	res, err := e.root.eval(ec, ec.root)
+	if len(res) > 0 && &res[0] == &ec.rootBuf[0] {
+		// the result is the root itself: do not hand out pooled memory
+		res = Collection{res[0]}
+	}
+	ec.vars, ec.total, ec.root, ec.base = nil, nil, nil, nil
+	ec.rootBuf[0] = Value{}
+	return res, err
 }
+
+// ctxPool recycles evaluation contexts: one evaluation allocates none.
+var ctxPool = sync.Pool{New: func() any { return new(evalCtx) }}
 
 // toCollection converts a Go value into a Collection.
 func toCollection(v any) Collection {
@@ -201,7 +221,14 @@ func (n *literalNode) eval(*evalCtx, Collection) (Collection, error) { return n.
 
 // memberNode is an identifier: a child name, or the type name of the
 // focus (Patient.name on a Patient).
-type memberNode struct{ name string }
+type memberNode struct {
+	name     string
+	resource bool // the name is a resource type name (resolved at compile time)
+}
+
+func newMember(name string) *memberNode {
+	return &memberNode{name: name, resource: name != "" && name[0] >= 'A' && name[0] <= 'Z' && (profiles.IsResourceType(name) || name == "Resource" || name == "DomainResource")}
+}
 
 func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	var out Collection
@@ -209,8 +236,13 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	if len(in) == 1 {
 		// Most paths are one item deep; size the result for that.
 		v := in[0]
-		if n.name != "" && n.name[0] >= 'A' && n.name[0] <= 'Z' && v.k == kNode && v.ti != nil && v.ti.kind == "resource" && v.ti.derivesFrom(n.name) {
-			return in, nil
+		if n.resource && v.k == kNode && v.ti != nil && v.ti.kind == "resource" {
+			if v.ti.derivesFrom(n.name) {
+				return in, nil
+			}
+			if !ec.strict {
+				return nil, nil // a type filter that does not match
+			}
 		}
 		out, err = children(ec, nil, v, n.name)
 		if err != nil {
@@ -218,10 +250,16 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 		}
 		return out, nil
 	}
+	out = make(Collection, 0, len(in))
 	for _, v := range in {
-		if n.name != "" && n.name[0] >= 'A' && n.name[0] <= 'Z' && v.k == kNode && v.ti != nil && v.ti.kind == "resource" && v.ti.derivesFrom(n.name) {
-			out = append(out, v)
-			continue
+		if n.resource && v.k == kNode && v.ti != nil && v.ti.kind == "resource" {
+			if v.ti.derivesFrom(n.name) {
+				out = append(out, v)
+				continue
+			}
+			if !ec.strict {
+				continue
+			}
 		}
 		if out, err = children(ec, out, v, n.name); err != nil {
 			return nil, err
@@ -233,6 +271,11 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 type chainNode struct{ left, right node }
 
 func (n *chainNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+	if ec.strict {
+		if err := n.strictCheck(); err != nil {
+			return nil, err
+		}
+	}
 	l, err := n.left.eval(ec, in)
 	if err != nil {
 		return nil, err
@@ -243,6 +286,41 @@ func (n *chainNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 		}
 	}
 	return n.right.eval(ec, l)
+}
+
+// strictCheck applies the semantic checks of strict mode that the tree
+// shape decides: a child of "x as T" must exist on T, and order-dependent
+// functions may not follow children()/descendants(), whose order is
+// undefined.
+func (n *chainNode) strictCheck() error {
+	if t, ok := n.left.(*typeOpNode); ok && !t.isOp {
+		if m, ok := n.right.(*memberNode); ok {
+			if ti := lookupType(t.ts.name); ti != nil && ti.elem(m.name) == nil {
+				return fmt.Errorf("fhirpath: %s has no element %q", t.ts.name, m.name)
+			}
+		}
+	}
+	if c, ok := n.right.(*callNode); ok && orderDependent[c.name] {
+		if l, ok := unordered(n.left); ok {
+			return fmt.Errorf("fhirpath: %s() applied to the unordered result of %s()", c.name, l)
+		}
+	}
+	return nil
+}
+
+var orderDependent = map[string]bool{"skip": true, "take": true, "first": true, "last": true, "tail": true}
+
+func unordered(n node) (string, bool) {
+	for {
+		switch x := n.(type) {
+		case *chainNode:
+			n = x.right
+			continue
+		case *callNode:
+			return x.name, x.name == "children" || x.name == "descendants"
+		}
+		return "", false
+	}
 }
 
 type indexNode struct{ left, index node }

@@ -66,6 +66,13 @@ func TestEvaluate(t *testing.T) {
 		{"false implies {}", nil, `[true]`},
 		{"{} implies true", nil, `[true]`},
 		{"1 | 2 | 1", nil, `[1,2]`},
+		{"true or false and false", nil, `[true]`},
+		{"false implies false implies false", nil, `[true]`},
+		{"-1.abs()", nil, `[-1]`},
+		{"(-1).abs()", nil, `[1]`},
+		{"2 + 3 = 5 and 'a' < 'b'", nil, `[true]`},
+		{"1 < 2 = true", nil, `[true]`},
+		{"Patient.name.given.count() > 2 and Patient.active", pat, `[true]`},
 		{"(1 | 2).combine(1)", nil, `[1,2,1]`},
 		{"1 is Integer | 2", nil, `[true,2]`},
 		{"2 in (1 | 2)", nil, `[true]`},
@@ -94,6 +101,8 @@ func TestEvaluate(t *testing.T) {
 		{"1 'g' = 1000 'mg'", nil, `[true]`},
 		{"1 year = 1 'a'", nil, `[]`},
 		{"1 year ~ 1 'a'", nil, `[true]`},
+		{"2 'mL/min' = 120 'mL/h'", nil, `[true]`},
+		{"1 '[lb_av]' > 450 'g'", nil, `[true]`},
 		{"1 week = 7 days", nil, `[true]`},
 		{"60 'min' = 1 hour", nil, `[true]`},
 		{"'5 \\'mg\\''.toQuantity()", nil, `[{"value":5,"unit":"mg"}]`},
@@ -140,6 +149,8 @@ func TestEvaluate(t *testing.T) {
 		{"'abc'.convertsToInteger()", nil, `[false]`},
 		{"'2015-02-04'.toDate()", nil, `["2015-02-04"]`},
 		{"@2015-02-04T10:00:00Z.toString()", nil, `["2015-02-04T10:00:00Z"]`},
+		{"@2015T.toString()", nil, `["2015"]`},
+		{"@2015T is DateTime", nil, `[true]`},
 		// types
 		{"Patient.type().name", pat, `["Patient"]`},
 		{"Patient.type().namespace", pat, `["FHIR"]`},
@@ -263,6 +274,10 @@ func TestDeepInput(t *testing.T) {
 	if _, err := Compile(deep); err == nil {
 		t.Error("no error on a pathological expression")
 	}
+	long := "a" + strings.Repeat(".a", 100000)
+	if _, err := Compile(long); err == nil {
+		t.Error("no error on a 100,000-step path")
+	}
 }
 
 func TestConcurrentEvaluation(t *testing.T) {
@@ -295,6 +310,45 @@ func TestConcurrentEvaluation(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestBundleResolve(t *testing.T) {
+	bundle := decodeJSON(t, []byte(`{"resourceType":"Bundle","type":"collection","entry":[
+		{"fullUrl":"http://x/fhir/Patient/p1","resource":{"resourceType":"Patient","id":"p1","gender":"male"}},
+		{"fullUrl":"urn:uuid:0b4","resource":{"resourceType":"Observation","id":"o1","status":"final",
+		 "code":{"text":"x"},"subject":{"reference":"Patient/p1"},"focus":[{"reference":"urn:uuid:0b4"}]}}]}`))
+	for expr, want := range map[string]string{
+		"Bundle.entry.resource.ofType(Observation).subject.resolve().gender": `["male"]`,
+		"Bundle.entry.resource.ofType(Observation).focus.resolve().id":       `["o1"]`,
+		"Bundle.entry.resource.where($this is Patient).id":                   `["p1"]`,
+		"Bundle.entry[1].resource.status":                                    `["final"]`,
+	} {
+		got, err := evalJSON(t, expr, bundle)
+		if err != nil || got != want {
+			t.Errorf("%s = %s (%v), want %s", expr, got, err, want)
+		}
+	}
+}
+
+func TestLargeUnion(t *testing.T) {
+	got, err := evalJSON(t, "((1|2|3).repeat(iif($this < 200, $this + 1, {})) | (1.0|2|'a'|'a'|true|true|@2015|@2015-01|1 'mg')).count()", nil)
+	if err != nil || got != `[205]` {
+		t.Errorf("large union: %s %v", got, err)
+	}
+	got, err = evalJSON(t, "(descendants() | descendants()).isDistinct() and descendants().count() > 64", loadJSON(t, "observation.json"))
+	if err != nil || got != `[true]` {
+		t.Errorf("large union of nodes: %s %v", got, err)
+	}
+}
+
+func TestArrayInput(t *testing.T) {
+	got, err := evalJSON(t, "ofType(Patient).id | ofType(Observation).status", []any{
+		map[string]any{"resourceType": "Patient", "id": "a"},
+		map[string]any{"resourceType": "Observation", "status": "final"},
+	})
+	if err != nil || got != `["a","final"]` {
+		t.Errorf("array input: %s %v", got, err)
+	}
 }
 
 func TestFloat64Input(t *testing.T) {

@@ -3,7 +3,6 @@ package fhirpath
 import (
 	"fmt"
 	"reflect"
-	"strings"
 	"unsafe"
 )
 
@@ -465,12 +464,4 @@ var subsetFuncs = map[string]funcDef{
 		out := make(Collection, 0, len(in)+len(other))
 		return append(append(out, in...), other...), nil
 	}},
-}
-
-// lowerFirst is used to map FHIR type names in messages.
-func lowerFirst(s string) string {
-	if s == "" {
-		return s
-	}
-	return strings.ToLower(s[:1]) + s[1:]
 }

@@ -1,7 +1,6 @@
 package fhirpath
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -56,9 +55,15 @@ var utilityFuncs = map[string]funcDef{
 		}
 		return in, nil
 	}},
-	"now":       {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kDateTime)) }},
-	"today":     {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kDate)) }},
-	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) { return one(timeValue(ec.clock(), kTime)) }},
+	"now": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
+		return one(timeValue(ec.clock(), kDateTime))
+	}},
+	"today": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
+		return one(timeValue(ec.clock(), kDate))
+	}},
+	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
+		return one(timeValue(ec.clock(), kTime))
+	}},
 	"children": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
 		var out Collection
 		var err error
@@ -258,5 +263,3 @@ func htmlOK(s string) bool {
 	}
 	return strings.Contains(l, "<div")
 }
-
-var _ = context.Background

@@ -119,6 +119,9 @@ var mathFuncs = map[string]funcDef{
 		if err != nil || !ok {
 			return nil, err
 		}
+		if f := math.Pow(floatOf(v), floatOf(e)); math.IsInf(f, 0) || math.Abs(f) > 1e300 {
+			return nil, nil // far outside any representable result
+		}
 		if v.k == kInt && e.k == kInt && e.n >= 0 {
 			r := new(big.Int).Exp(big.NewInt(v.n), big.NewInt(e.n), nil)
 			return intResult(r)
@@ -139,6 +142,9 @@ var mathFuncs = map[string]funcDef{
 			if ok {
 				if p < 0 {
 					return nil, fmt.Errorf("fhirpath: round() precision must be >= 0")
+				}
+				if p > 100 {
+					return nil, nil
 				}
 				prec = p
 			}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -34,7 +35,23 @@ func strFunc(nargs int, f func(s string, args []string) (Collection, error)) fun
 
 func one(v Value) (Collection, error) { return Collection{v}, nil }
 
-var regexCache sync.Map // pattern -> *regexp.Regexp or error
+// regexCache keeps compiled patterns; it stops growing at maxRegexCache
+// entries so that patterns built from data cannot exhaust memory.
+var (
+	regexCache     sync.Map // pattern -> *regexp.Regexp or error
+	regexCacheSize atomic.Int64
+)
+
+const maxRegexCache = 4096
+
+// maxSplitItems bounds the items toChars() and split() produce.
+const maxSplitItems = 100_000
+
+func cacheRegex(p string, v any) {
+	if regexCacheSize.Add(1) <= maxRegexCache {
+		regexCache.Store(p, v)
+	}
+}
 
 // compileRegex translates a FHIRPath (PCRE-like) regex to Go syntax; the
 // (?s) flag matches the spec's single-line mode default.
@@ -48,10 +65,10 @@ func compileRegex(p string) (*regexp.Regexp, error) {
 	re, err := regexp.Compile("(?s)" + p)
 	if err != nil {
 		err = fmt.Errorf("fhirpath: unsupported regular expression %q: %v", p, err)
-		regexCache.Store(p, err)
+		cacheRegex(p, err)
 		return nil, err
 	}
-	regexCache.Store(p, re)
+	cacheRegex(p, re)
 	return re, nil
 }
 
@@ -110,6 +127,9 @@ var stringFuncs = map[string]funcDef{
 	"trim":   strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.TrimSpace(s))) }),
 	"length": strFunc(0, func(s string, _ []string) (Collection, error) { return one(intValue(int64(utf8.RuneCountInString(s)))) }),
 	"toChars": strFunc(0, func(s string, _ []string) (Collection, error) {
+		if len(s) > maxSplitItems {
+			return nil, errTooLarge
+		}
 		var out Collection
 		for _, r := range s {
 			out = append(out, stringValue(string(r)))
@@ -117,6 +137,9 @@ var stringFuncs = map[string]funcDef{
 		return out, nil
 	}),
 	"replace": strFunc(2, func(s string, a []string) (Collection, error) {
+		if len(a[1]) > 0 && (strings.Count(s, a[0])+1)*len(a[1])+len(s) > maxStringLen {
+			return nil, errTooLarge
+		}
 		return one(stringValue(strings.ReplaceAll(s, a[0], a[1])))
 	}),
 	"matches": strFunc(1, func(s string, a []string) (Collection, error) {
@@ -137,9 +160,16 @@ var stringFuncs = map[string]funcDef{
 		// PCRE-style $1 references work with Go's Expand syntax too, but
 		// ${1} avoids $1x being read as a named group.
 		repl := regexp.MustCompile(`\$(\d+)`).ReplaceAllString(a[1], "$${$1}")
-		return one(stringValue(re.ReplaceAllString(s, repl)))
+		out := re.ReplaceAllString(s, repl)
+		if len(out) > maxStringLen {
+			return nil, errTooLarge
+		}
+		return one(stringValue(out))
 	}),
 	"split": strFunc(1, func(s string, a []string) (Collection, error) {
+		if strings.Count(s, a[0]) > maxSplitItems {
+			return nil, errTooLarge
+		}
 		var out Collection
 		for _, p := range strings.Split(s, a[0]) {
 			out = append(out, stringValue(p))
@@ -164,6 +194,13 @@ var stringFuncs = map[string]funcDef{
 				return nil, fmt.Errorf("fhirpath: join() expects strings")
 			}
 			parts = append(parts, s)
+		}
+		n := 0
+		for _, p := range parts {
+			n += len(p) + len(sep)
+		}
+		if n > maxStringLen {
+			return nil, errTooLarge
 		}
 		return one(stringValue(strings.Join(parts, sep)))
 	}},

@@ -2,6 +2,7 @@ package fhirpath
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -36,6 +37,10 @@ func FuzzEvaluate(f *testing.F) {
 		f.Add(s, uint8(0))
 	}
 	f.Fuzz(func(t *testing.T, expr string, which uint8) {
+		// A hang would stall the fuzzer silently; crash instead so the
+		// input is recorded.
+		watchdog := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("evaluation of %q hangs", expr)) })
+		defer watchdog.Stop()
 		e, err := Compile(expr)
 		if err != nil {
 			return

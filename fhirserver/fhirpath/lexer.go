@@ -91,6 +91,9 @@ func lex(src string) ([]token, error) {
 			k := tString
 			if c == '`' {
 				k = tDelimIdent
+				if s == "" {
+					return nil, errAt(start, "empty delimited identifier")
+				}
 			}
 			toks = append(toks, token{k, s, start})
 		case c == '@':

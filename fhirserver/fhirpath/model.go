@@ -20,6 +20,9 @@ type typeInfo struct {
 	sys        kind // System type a primitive converts to, kNone otherwise
 	isQuantity bool
 	elems      map[string]*elemInfo
+	all        atomic.Pointer[map[string]*elemInfo] // elems including inherited ones
+	order      []*elemInfo                          // own elems in definition order
+	allOrder   atomic.Pointer[[]*elemInfo]          // inherited first, then own
 }
 
 // elemInfo describes one child element of a type.
@@ -29,6 +32,7 @@ type elemInfo struct {
 	many      bool
 	typeNames []string // FHIR type codes, in definition order
 	keys      []string // JSON keys: name, or name+Type for choices
+	extKeys   []string // "_"+key, the primitive extension siblings
 	anon      *typeInfo
 	contRef   string // contentReference path (e.g. "Questionnaire.item")
 	resolved  atomic.Pointer[[]*typeInfo]
@@ -141,6 +145,9 @@ func buildType(name string, sd *profiles.StructureDefinition) map[string]*typeIn
 		if !ei.choice {
 			ei.keys = []string{ei.name}
 		}
+		for _, k := range ei.keys {
+			ei.extKeys = append(ei.extKeys, "_"+k)
+		}
 		if e.ContentReference != "" {
 			ei.contRef = strings.TrimPrefix(e.ContentReference, "#")
 			if i := strings.IndexByte(ei.contRef, '#'); i >= 0 {
@@ -153,6 +160,7 @@ func buildType(name string, sd *profiles.StructureDefinition) map[string]*typeIn
 			out[name+e.Path[strings.IndexByte(e.Path, '.'):]] = bb
 		}
 		owner.elems[ei.name] = ei
+		owner.order = append(owner.order, ei)
 	}
 	return out
 }
@@ -174,12 +182,44 @@ func (t *typeInfo) baseType() *typeInfo {
 
 // elem finds a child element definition, looking through base types.
 func (t *typeInfo) elem(name string) *elemInfo {
+	if p := t.all.Load(); p != nil {
+		return (*p)[name]
+	}
+	// Merge the inherited elements once, so later lookups are one map
+	// access; the types are immutable, so racing builders agree.
+	all := map[string]*elemInfo{}
 	for x := t; x != nil; x = x.baseType() {
-		if e, ok := x.elems[name]; ok {
-			return e
+		for k, e := range x.elems {
+			if _, dup := all[k]; !dup {
+				all[k] = e
+			}
 		}
 	}
-	return nil
+	t.all.Store(&all)
+	return all[name]
+}
+
+// ordered returns all elements, inherited ones first, in definition order.
+func (t *typeInfo) ordered() []*elemInfo {
+	if p := t.allOrder.Load(); p != nil {
+		return *p
+	}
+	var chain []*typeInfo
+	for x := t; x != nil; x = x.baseType() {
+		chain = append(chain, x)
+	}
+	var list []*elemInfo
+	seen := map[string]bool{}
+	for i := len(chain) - 1; i >= 0; i-- {
+		for _, e := range chain[i].order {
+			if !seen[e.name] {
+				seen[e.name] = true
+				list = append(list, e)
+			}
+		}
+	}
+	t.allOrder.Store(&list)
+	return list
 }
 
 // derivesFrom reports whether t is name or a specialization of it.
@@ -255,7 +295,7 @@ func children(ec *evalCtx, out Collection, v Value, name string) (Collection, er
 	}
 	e := v.ti.elem(name)
 	if e == nil {
-		if ec != nil && v.ti.kind != "logical" {
+		if ec != nil && v.ti.kind != "logical" && name != "" {
 			if name[0] >= 'A' && name[0] <= 'Z' && !ec.strict {
 				if lookupType(name) != nil {
 					return out, nil // a type filter that does not match
@@ -269,16 +309,20 @@ func children(ec *evalCtx, out Collection, v Value, name string) (Collection, er
 	}
 	ts := e.types()
 	for i, key := range e.keys {
-		raw, ok := m[key]
-		ext, _ := m["_"+key]
-		if !ok && ext == nil {
-			continue
-		}
 		var t *typeInfo
 		if i < len(ts) {
 			t = ts[i]
 		} else if len(ts) > 0 {
 			t = ts[0]
+		}
+		raw, ok := m[key]
+		var ext any
+		// Only primitives have _name siblings; skip the lookup otherwise.
+		if t == nil || t.sys != kNone {
+			ext = m[e.extKeys[i]]
+		}
+		if !ok && ext == nil {
+			continue
 		}
 		return appendRaw(ec, out, raw, ext, t)
 	}
@@ -308,6 +352,10 @@ func appendRaw(ec *evalCtx, out Collection, raw, ext any, t *typeInfo) (Collecti
 		exts, _ := ext.([]any)
 		if ec != nil && len(out)+len(x) > ec.limits.MaxCollection {
 			return out, errTooLarge
+		}
+		if cap(out)-len(out) < len(x) {
+			// grow once for the whole array (doubling keeps long walks linear)
+			out = append(make(Collection, 0, max(len(out)+len(x), 2*cap(out))), out...)
 		}
 		for i, item := range x {
 			var em map[string]any
@@ -378,6 +426,31 @@ func allChildren(ec *evalCtx, out Collection, v Value) (Collection, error) {
 			for _, k := range []string{"id", "extension"} {
 				var err error
 				if out, err = appendRaw(ec, out, v.ext[k], nil, v.ti.elemType(k, 0)); err != nil {
+					return out, err
+				}
+			}
+		}
+		return out, nil
+	}
+	if v.ti != nil {
+		// Typed: walk the definition, which gives a stable order without
+		// sorting the keys.
+		for _, e := range v.ti.ordered() {
+			ts := e.types()
+			for i, key := range e.keys {
+				raw, ok := m[key]
+				ext, okExt := m[e.extKeys[i]]
+				if !ok && !okExt {
+					continue
+				}
+				var t *typeInfo
+				if i < len(ts) {
+					t = ts[i]
+				} else if len(ts) > 0 {
+					t = ts[0]
+				}
+				var err error
+				if out, err = appendRaw(ec, out, raw, ext, t); err != nil {
 					return out, err
 				}
 			}

@@ -3,7 +3,10 @@ package fhirpath
 import (
 	"fmt"
 	"math/big"
+	"reflect"
+	"strconv"
 	"strings"
+	"unsafe"
 )
 
 type binFunc func(ec *evalCtx, l, r Collection) (Collection, error)
@@ -157,6 +160,9 @@ func init() {
 			} else if ok {
 				b, _ = toStringValue(v)
 			}
+			if len(a)+len(b) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return Collection{stringValue(a + b)}, nil
 		},
 		"+":   arithOp("+"),
@@ -201,7 +207,16 @@ func membership(item, coll Collection, op string) (Collection, error) {
 
 // union merges two collections removing duplicates (by equality).
 func union(ec *evalCtx, l, r Collection) (Collection, error) {
+	if len(l)+len(r) <= 1 {
+		if len(l) == 1 {
+			return l, nil
+		}
+		return r, nil
+	}
 	out := make(Collection, 0, len(l)+len(r))
+	if len(l)+len(r) > 64 {
+		return unionLarge(ec, out, l, r)
+	}
 	for _, c := range [2]Collection{l, r} {
 		for _, v := range c {
 			if err := ec.check(); err != nil {
@@ -213,6 +228,71 @@ func union(ec *evalCtx, l, r Collection) (Collection, error) {
 		}
 	}
 	return out, nil
+}
+
+// unionLarge de-duplicates big collections in linear time: simple values
+// by a normalized key, nodes of the input by identity, and only the rest
+// (quantities, values equal across representations) by comparison.
+func unionLarge(ec *evalCtx, out, l, r Collection) (Collection, error) {
+	keys := make(map[string]bool, len(l)+len(r))
+	nodes := map[unsafe.Pointer]bool{}
+	var others Collection
+	for _, c := range [2]Collection{l, r} {
+		for _, v := range c {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			if m, ok := v.node.(map[string]any); ok && v.k == kNode && !isPrimitiveNode(v) {
+				p := reflect.ValueOf(m).UnsafePointer()
+				if nodes[p] {
+					continue
+				}
+				nodes[p] = true
+				if containsValue(others, v) {
+					continue
+				}
+				others = append(others, v)
+				out = append(out, v)
+				continue
+			}
+			if k, ok := valueKey(v); ok {
+				if keys[k] {
+					continue
+				}
+				keys[k] = true
+				out = append(out, v)
+				continue
+			}
+			if containsValue(others, v) {
+				continue
+			}
+			others = append(others, v)
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// valueKey gives values that are equal the same key; ok=false for kinds
+// whose equality needs a comparison (quantities, complex values).
+func valueKey(v Value) (string, bool) {
+	v = toSystem(v)
+	switch v.k {
+	case kBool:
+		return "b" + strconv.FormatInt(v.n, 10), true
+	case kInt:
+		return "n" + strconv.FormatInt(v.n, 10), true
+	case kDec:
+		if v.r.IsInt() {
+			return "n" + v.r.Num().String(), true
+		}
+		return "n" + v.r.RatString(), true
+	case kStr:
+		return "s" + v.s, true
+	case kDate, kDateTime, kTime:
+		return "d" + v.d.utc().String(), true
+	}
+	return "", false
 }
 
 func containsValue(c Collection, v Value) bool {
@@ -307,8 +387,11 @@ func arith(op string, a, b Value) (Value, bool, error) {
 			q := new(big.Int).Quo(new(big.Int).Mul(x.Num(), y.Denom()), new(big.Int).Mul(x.Denom(), y.Num()))
 			r.Sub(x, new(big.Rat).Mul(y, new(big.Rat).SetInt(q)))
 		}
-		return decValue(r, scale), true, nil
+		return boundDecimal(r, scale)
 	case a.k == kStr && b.k == kStr && op == "+":
+		if len(a.s)+len(b.s) > maxStringLen {
+			return Value{}, false, errTooLarge
+		}
 		return stringValue(a.s + b.s), true, nil
 	case isDateKind(a.k) && b.k == kQty && (op == "+" || op == "-"):
 		return dateArith(op, a, b)
@@ -323,6 +406,35 @@ func arith(op string, a, b Value) (Value, bool, error) {
 		return Value{}, false, nil
 	}
 	return Value{}, false, fmt.Errorf("fhirpath: cannot apply %s to %s and %s", op, a.TypeName(), b.TypeName())
+}
+
+// maxStringLen bounds strings built by an evaluation (concatenation,
+// join, replace) so that doubling loops fail instead of exhausting memory.
+const maxStringLen = 1 << 22
+
+// Decimals are bounded as the specification's Decimal type: at most 28
+// significant integer digits (larger results are empty) and at most 28
+// fractional digits (rounded), which also keeps exact arithmetic cheap.
+var maxDecimal = new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(28), nil))
+
+func boundDecimal(r *big.Rat, scale int) (Value, bool, error) {
+	if new(big.Rat).Abs(r).Cmp(maxDecimal) >= 0 {
+		return Value{}, false, nil
+	}
+	if scale > 28 || r.Denom().BitLen() > 96 {
+		r = roundRat(r, 28)
+		scale = min(scale, 28)
+	}
+	return decValue(r, scale), true, nil
+}
+
+func boundQuantity(q Value) (Value, bool, error) {
+	d, ok, err := boundDecimal(q.r, int(q.n))
+	if !ok || err != nil {
+		return Value{}, ok, err
+	}
+	q.r, q.n = d.r, d.n
+	return q, true, nil
 }
 
 // divScale is the number of digits a quotient keeps: exact when it
@@ -378,7 +490,7 @@ func quantityArith(op string, a, b Value) (Value, bool, error) {
 		} else {
 			r.Sub(a.r, bv)
 		}
-		return Value{k: kQty, r: r, n: max(a.n, b.n), s: a.s}, true, nil
+		return boundQuantity(Value{k: kQty, r: r, n: max(a.n, b.n), s: a.s})
 	case "*", "/":
 		bv, unitB := b.r, ub
 		if ub != ua && ub != "1" && ua != "1" {
@@ -399,7 +511,7 @@ func quantityArith(op string, a, b Value) (Value, bool, error) {
 		if !ok {
 			return Value{}, false, nil
 		}
-		return Value{k: kQty, r: r, n: max(a.n, b.n), s: strings.TrimSpace(u)}, true, nil
+		return boundQuantity(Value{k: kQty, r: r, n: max(a.n, b.n), s: strings.TrimSpace(u)})
 	}
 	return Value{}, false, nil
 }

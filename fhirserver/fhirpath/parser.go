@@ -55,13 +55,19 @@ func binaryPrec(t token) int {
 	return 0
 }
 
-// maxParseDepth bounds recursion so pathological expressions fail fast.
-const maxParseDepth = 200
+// maxParseDepth bounds recursion so pathological expressions fail fast;
+// maxParseNodes bounds the size of the tree (evaluation recurses along
+// long paths too).
+const (
+	maxParseDepth = 200
+	maxParseNodes = 10000
+)
 
 type parser struct {
 	toks  []token
 	i     int
 	depth int
+	nodes int
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -194,6 +200,9 @@ func (p *parser) postfix() (node, error) {
 		switch {
 		case p.isOp("."):
 			p.next()
+			if p.nodes++; p.nodes > maxParseNodes {
+				return nil, errAt(p.peek().pos, "expression too large")
+			}
 			t := p.next()
 			if t.kind != tIdent && t.kind != tDelimIdent {
 				return nil, errAt(t.pos, "expected a name after '.'")
@@ -205,7 +214,7 @@ func (p *parser) postfix() (node, error) {
 				}
 				n = &chainNode{left: n, right: fn}
 			} else {
-				n = &chainNode{left: n, right: &memberNode{name: t.text}}
+				n = &chainNode{left: n, right: newMember(t.text)}
 			}
 		case p.isOp("["):
 			p.next()
@@ -232,6 +241,9 @@ var calendarUnits = map[string]string{
 
 func (p *parser) term() (node, error) {
 	t := p.next()
+	if p.nodes++; p.nodes > maxParseNodes {
+		return nil, errAt(t.pos, "expression too large")
+	}
 	switch t.kind {
 	case tNumber:
 		v, err := parseNumber(t.text)
@@ -270,7 +282,7 @@ func (p *parser) term() (node, error) {
 			return totalNode{}, nil
 		}
 	case tDelimIdent:
-		return &memberNode{name: t.text}, nil
+		return newMember(t.text), nil
 	case tIdent:
 		switch t.text {
 		case "true":
@@ -281,7 +293,7 @@ func (p *parser) term() (node, error) {
 		if p.isOp("(") {
 			return p.call(t)
 		}
-		return &memberNode{name: t.text}, nil
+		return newMember(t.text), nil
 	case tOp:
 		switch t.text {
 		case "(":

@@ -1,7 +1,13 @@
 package fhirpath
 
-import "math/big"
+import (
+	"math/big"
 
-// ucumConvert delegates to the ucum package once it exists; until then the
-// built-in table in quantity.go is used.
-func ucumConvert(v *big.Rat, from, to string) (*big.Rat, bool) { return nil, false }
+	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+)
+
+// ucumConvert converts between UCUM units with the ucum package; the
+// small table in quantity.go remains as a fallback for the calendar forms.
+func ucumConvert(v *big.Rat, from, to string) (*big.Rat, bool) {
+	return ucum.Convert(v, from, to)
+}

@@ -54,8 +54,8 @@ func boolValue(b bool) Value {
 	}
 	return Value{k: kBool}
 }
-func intValue(n int64) Value              { return Value{k: kInt, n: n} }
-func stringValue(s string) Value          { return Value{k: kStr, s: s} }
+func intValue(n int64) Value               { return Value{k: kInt, n: n} }
+func stringValue(s string) Value           { return Value{k: kStr, s: s} }
 func decValue(r *big.Rat, scale int) Value { return Value{k: kDec, r: r, n: int64(scale)} }
 
 func makeQuantity(v Value, unit string) Value {
@@ -145,7 +145,7 @@ func toStringValue(v Value) (string, bool) {
 	case kDec:
 		return formatDecimal(v.r, int(v.n)), true
 	case kDate, kDateTime, kTime:
-		return v.d.String(), true
+		return v.d.fhirString(), true
 	case kQty:
 		if _, cal := calendarToUCUM[v.s]; cal {
 			return formatDecimal(v.r, int(v.n)) + " " + v.s, true
@@ -181,7 +181,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	case kStr:
 		return json.Marshal(v.s)
 	case kDate, kDateTime, kTime:
-		return json.Marshal(v.d.String())
+		return json.Marshal(v.d.fhirString())
 	case kQty:
 		var b bytes.Buffer
 		b.WriteString(`{"value":`)

@@ -163,8 +163,14 @@ func run(dir string, inputs map[string]any, t testCase) (msg string) {
 	return ""
 }
 
-func trueValue() fhirpath.Collection  { c, _ := fhirpath.MustCompile("true").Evaluate(context.Background(), nil); return c }
-func falseValue() fhirpath.Collection { c, _ := fhirpath.MustCompile("false").Evaluate(context.Background(), nil); return c }
+func trueValue() fhirpath.Collection {
+	c, _ := fhirpath.MustCompile("true").Evaluate(context.Background(), nil)
+	return c
+}
+func falseValue() fhirpath.Collection {
+	c, _ := fhirpath.MustCompile("false").Evaluate(context.Background(), nil)
+	return c
+}
 
 func render(c fhirpath.Collection) string {
 	b, _ := json.Marshal(c)
