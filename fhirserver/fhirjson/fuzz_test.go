@@ -45,7 +45,7 @@ func FuzzCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		start := time.Now()
 		info, err := v.Check(body)
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 30*time.Second {
 			t.Fatalf("Check took %v on %d bytes", d, len(body))
 		}
 		if err != nil {

@@ -271,7 +271,7 @@ func FuzzNarrative(f *testing.F) {
 	f.Fuzz(func(t *testing.T, div []byte) {
 		start := time.Now()
 		code, msg := checkXHTML(div)
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > 30*time.Second { // a hang, not a speed check
 			t.Fatalf("checkXHTML took %v on %d bytes", d, len(div))
 		}
 		if msg != "" {

@@ -267,7 +267,7 @@ func TestDeepInput(t *testing.T) {
 	if err == nil {
 		t.Error("no error on a 100,000-deep repeat")
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > hangBound {
 		t.Errorf("took %v", d)
 	}
 	deep := strings.Repeat("(", 10000) + "1" + strings.Repeat(")", 10000)
@@ -359,3 +359,9 @@ func TestFloat64Input(t *testing.T) {
 		t.Errorf("float64 input: %s %v", got, err)
 	}
 }
+
+// hangBound is how long a robustness test lets one evaluation run before it
+// counts as a hang. It is generous on purpose: these tests prove that hostile
+// input ends, not how fast (benchmarks do that), and CI runs them under the
+// race detector on a busy machine.
+const hangBound = 60 * time.Second

