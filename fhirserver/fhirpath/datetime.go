@@ -349,6 +349,12 @@ func compareDT(a, b *dateTime) (int, bool) {
 
 // addDuration adds amount of a calendar unit to d, keeping its precision.
 func addDuration(d *dateTime, amount int64, unit string) (*dateTime, bool) {
+	// No amount larger than the span of years 0001-9999 can land inside
+	// it; rejecting those first keeps the multiplications below from
+	// overflowing (10000 years < 10000*366*86400000 ms < 2^63).
+	if lim := maxCalendarAmount(unit); lim == 0 || amount > lim || amount < -lim {
+		return nil, false
+	}
 	switch unit {
 	case "year", "month":
 		months := amount
@@ -393,11 +399,38 @@ func addDuration(d *dateTime, amount int64, unit string) (*dateTime, bool) {
 	if step >= 24*time.Hour {
 		t = t.AddDate(0, 0, int(amount*int64(step/(24*time.Hour))))
 	} else {
-		t = t.Add(time.Duration(amount) * step)
+		// whole days first: amount*step may not fit a time.Duration
+		perDay := int64(24 * time.Hour / step)
+		t = t.AddDate(0, 0, int(amount/perDay)).Add(time.Duration(amount%perDay) * step)
 	}
 	n := d.fromTime(t)
 	if n.kind != kTime && (n.y < 1 || n.y > 9999) {
 		return nil, false
 	}
 	return n, true
+}
+
+// maxCalendarAmount is the largest magnitude of amount of unit that can
+// keep a date inside years 0001-9999; 0 for an unknown unit.
+func maxCalendarAmount(unit string) int64 {
+	const days = 10000 * 366
+	switch unit {
+	case "year":
+		return 10000
+	case "month":
+		return 10000 * 12
+	case "week":
+		return days / 7
+	case "day":
+		return days
+	case "hour":
+		return days * 24
+	case "minute":
+		return days * 24 * 60
+	case "second":
+		return days * 24 * 60 * 60
+	case "millisecond":
+		return days * 24 * 60 * 60 * 1000
+	}
+	return 0
 }

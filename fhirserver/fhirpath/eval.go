@@ -17,6 +17,11 @@ import (
 type Expression struct {
 	src  string
 	root node
+	// lits are the items of the literals of the tree (each literal is a
+	// one-item collection); opaque when the tree has a node type the walk
+	// does not know, so every single System value result is copied.
+	lits   []*Value
+	opaque bool
 }
 
 // Compile parses an expression and resolves its functions once.
@@ -25,7 +30,57 @@ func Compile(expr string) (*Expression, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Expression{src: expr, root: n}, nil
+	e := &Expression{src: expr, root: n}
+	e.opaque = !collectLiterals(n, &e.lits)
+	return e, nil
+}
+
+// collectLiterals appends the items of the literals under n; false when
+// it meets a node type it does not know.
+func collectLiterals(n node, lits *[]*Value) bool {
+	switch x := n.(type) {
+	case *literalNode:
+		for i := range x.val {
+			*lits = append(*lits, &x.val[i])
+		}
+		return true
+	case *memberNode, thisNode, indexVarNode, totalNode, *envNode:
+		return true
+	case *chainNode:
+		return collectLiterals(x.left, lits) && collectLiterals(x.right, lits)
+	case *indexNode:
+		return collectLiterals(x.left, lits) && collectLiterals(x.index, lits)
+	case *negNode:
+		return collectLiterals(x.operand, lits)
+	case *binNode:
+		return collectLiterals(x.left, lits) && collectLiterals(x.right, lits)
+	case *logicNode:
+		return collectLiterals(x.left, lits) && collectLiterals(x.right, lits)
+	case *typeOpNode:
+		return collectLiterals(x.left, lits)
+	case *callNode:
+		for _, a := range x.args {
+			if !collectLiterals(a, lits) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// shared reports whether p is memory the result must not alias: an item
+// of a literal of e or of the package's true/false collections.
+func (e *Expression) shared(p *Value) bool {
+	if e.opaque || p == &trueColl[0] || p == &falseColl[0] {
+		return true
+	}
+	for _, l := range e.lits {
+		if l == p {
+			return true
+		}
+	}
+	return false
 }
 
 // MustCompile is Compile that panics on error, for package-level values.
@@ -46,8 +101,12 @@ type Limits struct {
 	MaxDepth      int // nesting depth of the input JSON walked by descendants/repeat
 }
 
-// DefaultLimits are used unless WithLimits is given.
-var DefaultLimits = Limits{MaxCollection: 1_000_000, MaxDepth: 1000}
+// defaultLimits are used unless WithLimits is given; unexported so no
+// caller can change them for every other evaluation.
+var defaultLimits = Limits{MaxCollection: 1_000_000, MaxDepth: 1000}
+
+// DefaultLimits returns the limits used unless WithLimits is given.
+func DefaultLimits() Limits { return defaultLimits }
 
 // Terminology answers memberOf(); ok=false means unknown (empty result).
 type Terminology interface {
@@ -89,7 +148,7 @@ func WithStrict(strict bool) Option { return func(ec *evalCtx) { ec.strict = str
 // WithLogger sends trace() output to l.
 func WithLogger(l *slog.Logger) Option { return func(ec *evalCtx) { ec.logger = l } }
 
-// WithLimits overrides DefaultLimits.
+// WithLimits overrides DefaultLimits().
 func WithLimits(l Limits) Option { return func(ec *evalCtx) { ec.limits = l } }
 
 // WithNow fixes the clock used by now(), today() and timeOfDay().
@@ -136,16 +195,16 @@ func (ec *evalCtx) check() error {
 // JSON value; nil means no input).
 func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option) (Collection, error) {
 	ec := ctxPool.Get().(*evalCtx)
-	*ec = evalCtx{ctx: ctx, limits: DefaultLimits}
+	*ec = evalCtx{ctx: ctx, limits: defaultLimits}
 	defer ctxPool.Put(ec)
 	for _, o := range opts {
 		o(ec)
 	}
 	if ec.limits.MaxCollection <= 0 {
-		ec.limits.MaxCollection = DefaultLimits.MaxCollection
+		ec.limits.MaxCollection = defaultLimits.MaxCollection
 	}
 	if ec.limits.MaxDepth <= 0 {
-		ec.limits.MaxDepth = DefaultLimits.MaxDepth
+		ec.limits.MaxDepth = defaultLimits.MaxDepth
 	}
 	if list, ok := resource.([]any); ok {
 		// A JSON array is a collection of inputs.
@@ -171,6 +230,11 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 	res, err := e.root.eval(ec, ec.root)
 	if len(res) > 0 && &res[0] == &ec.rootBuf[0] {
 		// the result is the root itself: do not hand out pooled memory
+		res = Collection{res[0]}
+	} else if len(res) == 1 && res[0].k != kNode && e.shared(&res[0]) {
+		// a literal of the expression or a shared true/false collection:
+		// the caller owns what it gets. (Those are never longer than one
+		// item, and never nodes.)
 		res = Collection{res[0]}
 	}
 	ec.vars, ec.total, ec.root, ec.base = nil, nil, nil, nil

@@ -3,6 +3,7 @@ package fhirpath
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"unsafe"
 )
 
@@ -176,14 +177,22 @@ var existenceFuncs = map[string]funcDef{
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(subset(in, other)), nil
+		b, err := subset(ec, in, other)
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(b), nil
 	}},
 	"supersetOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		other, err := ec.arg(args[0])
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(subset(other, in)), nil
+		b, err := subset(ec, other, in)
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(b), nil
 	}},
 	"count": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		return Collection{intValue(int64(len(in)))}, nil
@@ -226,13 +235,33 @@ func boolAgg(test func(bool) bool, all bool) funcImpl {
 	}
 }
 
-func subset(a, b Collection) bool {
+// subset reports whether every item of a equals (=) some item of b.
+func subset(ec *evalCtx, a, b Collection) (bool, error) {
+	if len(a)+len(b) <= smallSetOp {
+		for _, v := range a {
+			if err := ec.check(); err != nil {
+				return false, err
+			}
+			if !containsValue(b, v) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	set, err := newEqSet(ec, b)
+	if err != nil {
+		return false, err
+	}
 	for _, v := range a {
-		if !containsValue(b, v) {
-			return false
+		if err := ec.check(); err != nil {
+			return false, err
+		}
+		has, err := set.has(ec, v)
+		if err != nil || !has {
+			return false, err
 		}
 	}
-	return true
+	return true, nil
 }
 
 var filterFuncs = map[string]funcDef{
@@ -361,6 +390,11 @@ var filterFuncs = map[string]funcDef{
 		save := ec.total
 		defer func() { ec.total = save }()
 		for i, v := range in {
+			// Each step can be as costly as building a collection of the
+			// maximum size, so cancellation is checked every time.
+			if err := ec.ctx.Err(); err != nil {
+				return nil, err
+			}
 			if err := ec.check(); err != nil {
 				return nil, err
 			}
@@ -368,6 +402,9 @@ var filterFuncs = map[string]funcDef{
 			c, err := ec.withItem(args[0], v, i)
 			if err != nil {
 				return nil, err
+			}
+			if len(c) > ec.limits.MaxCollection {
+				return nil, errTooLarge
 			}
 			total = c
 		}
@@ -428,26 +465,14 @@ var subsetFuncs = map[string]funcDef{
 		if err != nil {
 			return nil, err
 		}
-		var out Collection
-		for _, v := range in {
-			if containsValue(other, v) && !containsValue(out, v) {
-				out = append(out, v)
-			}
-		}
-		return out, nil
+		return intersect(ec, in, other)
 	}},
 	"exclude": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		other, err := ec.arg(args[0])
 		if err != nil {
 			return nil, err
 		}
-		var out Collection
-		for _, v := range in {
-			if !containsValue(other, v) {
-				out = append(out, v)
-			}
-		}
-		return out, nil
+		return exclude(ec, in, other)
 	}},
 	"union": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		other, err := ec.arg(args[0])
@@ -461,7 +486,204 @@ var subsetFuncs = map[string]funcDef{
 		if err != nil {
 			return nil, err
 		}
+		if err := ec.check(); err != nil {
+			return nil, err
+		}
+		if len(in)+len(other) > ec.limits.MaxCollection {
+			return nil, errTooLarge
+		}
 		out := make(Collection, 0, len(in)+len(other))
 		return append(append(out, in...), other...), nil
 	}},
+}
+
+// smallSetOp is the combined size up to which the set functions compare
+// items pairwise; above it they index the other collection (eqSet).
+const smallSetOp = 64
+
+// intersect returns the distinct items of in that equal (=) an item of
+// other, in the order of in.
+func intersect(ec *evalCtx, in, other Collection) (Collection, error) {
+	var out Collection
+	if len(in)+len(other) <= smallSetOp {
+		for _, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			if containsValue(other, v) && !containsValue(out, v) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+	set, err := newEqSet(ec, other)
+	if err != nil {
+		return nil, err
+	}
+	seen := &eqSet{}
+	for _, v := range in {
+		if err := ec.check(); err != nil {
+			return nil, err
+		}
+		has, err := set.has(ec, v)
+		if err != nil {
+			return nil, err
+		}
+		if !has {
+			continue
+		}
+		added, err := seen.add(ec, v)
+		if err != nil {
+			return nil, err
+		}
+		if added {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// exclude returns the items of in (duplicates and order kept) that equal
+// (=) no item of other.
+func exclude(ec *evalCtx, in, other Collection) (Collection, error) {
+	var out Collection
+	if len(in)+len(other) <= smallSetOp {
+		for _, v := range in {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			if !containsValue(other, v) {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+	set, err := newEqSet(ec, other)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range in {
+		if err := ec.check(); err != nil {
+			return nil, err
+		}
+		has, err := set.has(ec, v)
+		if err != nil {
+			return nil, err
+		}
+		if !has {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// eqSet answers "is there an item equal (=) to v" without comparing v to
+// every item. Values are bucketed by a key that equal values share
+// (eqBucket); a hit is confirmed with equalValues, so the answer is
+// exactly that of containsValue. Complex nodes of the input are found by
+// identity first, and they and unkeyed values (quantities) by comparison.
+type eqSet struct {
+	buckets map[string]Collection
+	nodes   map[unsafe.Pointer]bool
+	others  Collection
+}
+
+func newEqSet(ec *evalCtx, c Collection) (*eqSet, error) {
+	s := &eqSet{buckets: make(map[string]Collection, len(c))}
+	for _, v := range c {
+		if err := ec.check(); err != nil {
+			return nil, err
+		}
+		if _, err := s.add(ec, v); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// complexNode returns the identity of a complex (non-primitive) node.
+func complexNode(v Value) (unsafe.Pointer, bool) {
+	if m, ok := v.node.(map[string]any); ok && v.k == kNode && !isPrimitiveNode(v) {
+		return reflect.ValueOf(m).UnsafePointer(), true
+	}
+	return nil, false
+}
+
+func (s *eqSet) has(ec *evalCtx, v Value) (bool, error) {
+	if p, ok := complexNode(v); ok {
+		if s.nodes[p] {
+			return true, nil
+		}
+		return containsChecked(ec, s.others, v)
+	}
+	if k, ok := eqBucket(v); ok {
+		return containsChecked(ec, s.buckets[k], v)
+	}
+	return containsChecked(ec, s.others, v)
+}
+
+// add inserts v unless an equal item is present; it reports whether v
+// was new. Buckets thus hold items that are not equal to each other.
+func (s *eqSet) add(ec *evalCtx, v Value) (bool, error) {
+	has, err := s.has(ec, v)
+	if err != nil || has {
+		return false, err
+	}
+	if p, ok := complexNode(v); ok {
+		if s.nodes == nil {
+			s.nodes = map[unsafe.Pointer]bool{}
+		}
+		s.nodes[p] = true
+		s.others = append(s.others, v)
+		return true, nil
+	}
+	if k, ok := eqBucket(v); ok {
+		if s.buckets == nil {
+			s.buckets = map[string]Collection{}
+		}
+		s.buckets[k] = append(s.buckets[k], v)
+		return true, nil
+	}
+	s.others = append(s.others, v)
+	return true, nil
+}
+
+// containsChecked is containsValue honouring cancellation.
+func containsChecked(ec *evalCtx, c Collection, v Value) (bool, error) {
+	for _, w := range c {
+		if err := ec.check(); err != nil {
+			return false, err
+		}
+		if eq, ok := equalValues(w, v); ok && eq {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// eqBucket is a key shared by all values equal (=) to v; ok=false when
+// the value has none (quantities, complex values). Dates and times are
+// keyed by what compareDT compares, their normalized fields up to the
+// compared precision, so that 10:00:00 and 10:00:00.000, or a Date and a
+// DateTime of the same day, share a bucket; other kinds use valueKey.
+func eqBucket(v Value) (string, bool) {
+	w := toSystem(v)
+	if !isDateKind(w.k) || w.d == nil {
+		return valueKey(v)
+	}
+	d := w.d.utc()
+	f := d.fields()
+	n := d.cmpPrec()
+	b := make([]byte, 0, 48)
+	if d.kind == kTime {
+		b = append(b, 'T')
+	} else {
+		b = append(b, 'D')
+	}
+	b = strconv.AppendInt(b, int64(n), 10)
+	for i := 0; i < n && i < len(f); i++ {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, int64(f[i]), 10)
+	}
+	return string(b), true
 }

@@ -106,7 +106,10 @@ func convDec(v Value) (Value, bool) {
 		if decRe.MatchString(v.s) {
 			r, ok := new(big.Rat).SetString(strings.TrimPrefix(v.s, "+"))
 			if ok {
-				return decValue(r, scaleOf(v.s)), true
+				// A Decimal has at most 28 integer digits (larger is not
+				// convertible) and 28 fractional digits (rounded).
+				d, ok, err := boundDecimal(r, scaleOf(v.s))
+				return d, ok && err == nil
 			}
 		}
 	}
@@ -193,6 +196,14 @@ func quantityConv(check bool) funcImpl {
 				} else {
 					q = Value{k: kQty, r: r, n: q.n, s: unit}
 				}
+			}
+		}
+		if ok {
+			// The value is bounded as a Decimal, after any unit
+			// conversion (km to nm multiplies by 10^12).
+			q, ok, err = boundQuantity(q)
+			if err != nil {
+				return nil, err
 			}
 		}
 		if check {

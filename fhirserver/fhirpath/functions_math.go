@@ -29,14 +29,24 @@ func floatOf(v Value) float64 {
 	return f
 }
 
-// fromFloat makes a Decimal from a float result; NaN and Inf are empty.
+// fromFloat makes a Decimal from a float result; NaN and Inf are empty,
+// and the result is bounded as every Decimal (boundDecimal).
 func fromFloat(f float64) (Collection, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, nil
 	}
 	s := strconv.FormatFloat(f, 'f', -1, 64)
 	r, _ := new(big.Rat).SetString(s)
-	return Collection{decValue(r, scaleOf(s))}, nil
+	return decResult(r, scaleOf(s))
+}
+
+// decResult bounds a Decimal result; out of range is empty.
+func decResult(r *big.Rat, scale int) (Collection, error) {
+	d, ok, err := boundDecimal(r, scale)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return Collection{d}, nil
 }
 
 func floorRat(r *big.Rat) *big.Int {
@@ -104,7 +114,11 @@ var mathFuncs = map[string]funcDef{
 		if err != nil || !ok {
 			return nil, err
 		}
-		b, ok, err := numInput(mustArg(ec, args[0]))
+		c, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		b, ok, err := numInput(c, "log")
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -115,7 +129,11 @@ var mathFuncs = map[string]funcDef{
 		if err != nil || !ok {
 			return nil, err
 		}
-		e, ok, err := numInput(mustArg(ec, args[0]))
+		c, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		e, ok, err := numInput(c, "power")
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -149,17 +167,10 @@ var mathFuncs = map[string]funcDef{
 				prec = p
 			}
 		}
-		x, _, _ := numeric(v)
-		return Collection{decValue(roundRat(x, int(prec)), int(prec))}, nil
+		x, _, ok := numeric(v)
+		if !ok {
+			return nil, fmt.Errorf("fhirpath: round() expects a number, got %s", v.TypeName())
+		}
+		return decResult(roundRat(x, int(prec)), int(prec))
 	}},
-}
-
-// mustArg evaluates an argument; errors surface through numInput's
-// singleton check returning empty input.
-func mustArg(ec *evalCtx, n node) (Collection, string) {
-	c, err := ec.arg(n)
-	if err != nil {
-		return nil, "argument"
-	}
-	return c, "argument"
 }

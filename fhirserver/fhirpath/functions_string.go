@@ -187,13 +187,22 @@ var stringFuncs = map[string]funcDef{
 				sep = s
 			}
 		}
+		// The specification: join takes a collection of strings; an empty
+		// input gives an empty result. Other items are a type error, as
+		// for the String input of the other string functions.
+		if len(in) == 0 {
+			return nil, nil
+		}
 		parts := make([]string, 0, len(in))
 		for _, v := range in {
-			s, ok := toStringValue(v)
-			if !ok {
-				return nil, fmt.Errorf("fhirpath: join() expects strings")
+			if err := ec.check(); err != nil {
+				return nil, err
 			}
-			parts = append(parts, s)
+			w := toSystem(v)
+			if w.k != kStr {
+				return nil, fmt.Errorf("fhirpath: join() expects String items, got %s", v.TypeName())
+			}
+			parts = append(parts, w.s)
 		}
 		n := 0
 		for _, p := range parts {
@@ -205,12 +214,23 @@ var stringFuncs = map[string]funcDef{
 		return one(stringValue(strings.Join(parts, sep)))
 	}},
 	"encode": strFunc(1, func(s string, a []string) (Collection, error) {
+		// The length of the result is known before it is built: hex
+		// doubles, base64 grows by 4/3.
 		switch a[0] {
 		case "hex":
+			if hex.EncodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return one(stringValue(hex.EncodeToString([]byte(s))))
 		case "base64":
+			if base64.StdEncoding.EncodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return one(stringValue(base64.StdEncoding.EncodeToString([]byte(s))))
 		case "urlbase64":
+			if base64.URLEncoding.EncodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return one(stringValue(base64.URLEncoding.EncodeToString([]byte(s))))
 		}
 		return nil, nil
@@ -218,12 +238,22 @@ var stringFuncs = map[string]funcDef{
 	"decode": strFunc(1, func(s string, a []string) (Collection, error) {
 		var b []byte
 		var err error
+		// Decoding shrinks; the bound applies to the (maximum) result.
 		switch a[0] {
 		case "hex":
+			if hex.DecodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			b, err = hex.DecodeString(s)
 		case "base64":
+			if base64.StdEncoding.DecodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			b, err = base64.StdEncoding.DecodeString(s)
 		case "urlbase64":
+			if base64.URLEncoding.DecodedLen(len(s)) > maxStringLen {
+				return nil, errTooLarge
+			}
 			b, err = base64.URLEncoding.DecodeString(s)
 		default:
 			return nil, nil
@@ -236,8 +266,14 @@ var stringFuncs = map[string]funcDef{
 	"escape": strFunc(1, func(s string, a []string) (Collection, error) {
 		switch a[0] {
 		case "html":
+			if htmlEscapedLen(s) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return one(stringValue(htmlEscaper.Replace(s)))
 		case "json":
+			if jsonEscapedLen(s) > maxStringLen {
+				return nil, errTooLarge
+			}
 			var buf strings.Builder
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
@@ -250,16 +286,73 @@ var stringFuncs = map[string]funcDef{
 	"unescape": strFunc(1, func(s string, a []string) (Collection, error) {
 		switch a[0] {
 		case "html":
-			return one(stringValue(html.UnescapeString(s)))
+			// Unescaping HTML never lengthens the text (it works in
+			// place), so the result is checked once built.
+			out := html.UnescapeString(s)
+			if len(out) > maxStringLen {
+				return nil, errTooLarge
+			}
+			return one(stringValue(out))
 		case "json":
+			// Quoting bare double quotes at most doubles the text and
+			// decoding at most triples it (an invalid byte becomes
+			// U+FFFD): a bounded growth, checked once built.
 			var out string
 			// Quote bare double quotes so the text is a valid JSON string body.
 			q := regexp.MustCompile(`(^|[^\\])"`).ReplaceAllString(s, `$1\"`)
 			if err := json.Unmarshal([]byte(`"`+q+`"`), &out); err != nil {
 				return nil, nil
 			}
+			if len(out) > maxStringLen {
+				return nil, errTooLarge
+			}
 			return one(stringValue(out))
 		}
 		return nil, nil
 	}),
+}
+
+// htmlEscapedLen is the length of htmlEscaper.Replace(s).
+func htmlEscapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '&', '\'':
+			n += 4 // &amp; &#39;
+		case '<', '>':
+			n += 3 // &lt; &gt;
+		case '"':
+			n += 5 // &quot;
+		}
+	}
+	return n
+}
+
+// jsonEscapedLen bounds the length of s escaped as a JSON string body
+// (without HTML escaping): at most six bytes for each byte or rune.
+func jsonEscapedLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+				n += 2
+			case c < 0x20:
+				n += 6 // \u00XX (at most)
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
+			n += 6 // \ufffd, \u2028, \u2029
+		} else {
+			n += size
+		}
+		i += size
+	}
+	return n
 }

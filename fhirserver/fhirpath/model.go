@@ -72,12 +72,8 @@ func lookupType(name string) *typeInfo {
 	}
 	sd, ok := profiles.TypeDefinition(name)
 	if !ok || sd.Kind == "logical" {
-		typeCache.Lock()
-		if typeCache.m == nil {
-			typeCache.m = map[string]*typeInfo{}
-		}
-		typeCache.m[name] = nil
-		typeCache.Unlock()
+		// Misses are not cached: names can come from input data, and
+		// the definitions lookup is a map access anyway.
 		return nil
 	}
 	built := buildType(name, sd)
@@ -134,8 +130,14 @@ func buildType(name string, sd *profiles.StructureDefinition) map[string]*typeIn
 		for _, t := range e.Type {
 			code := t.Code
 			if strings.HasPrefix(code, "http://hl7.org/fhirpath/System.") {
-				// the value of a primitive: keep the FHIR type of the primitive
-				code = "System." + strings.TrimPrefix(code, "http://hl7.org/fhirpath/System.")
+				if ft := t.FHIRType(); ft != "" && !(sd.Kind == "primitive-type" && en == "value") {
+					// Resource.id, Element.id, Extension.url: FHIR
+					// primitives whose definition names the System type
+					code = ft
+				} else {
+					// the value of a primitive: keep the FHIR type of the primitive
+					code = "System." + strings.TrimPrefix(code, "http://hl7.org/fhirpath/System.")
+				}
 			}
 			ei.typeNames = append(ei.typeNames, code)
 			if ei.choice {
@@ -259,7 +261,7 @@ func (e *elemInfo) types() []*typeInfo {
 
 // resourceTypeOf types a JSON object by its resourceType.
 func resourceTypeOf(m map[string]any) *typeInfo {
-	if rt, ok := m["resourceType"].(string); ok {
+	if rt, ok := m["resourceType"].(string); ok && profiles.IsResourceType(rt) {
 		return lookupType(rt)
 	}
 	return nil
@@ -394,17 +396,26 @@ func childrenUntyped(ec *evalCtx, out Collection, m map[string]any, name string)
 	if ext, ok := m["_"+name]; ok {
 		return appendRaw(ec, out, nil, ext, nil)
 	}
-	for k, raw := range m {
-		if len(k) > len(name) && strings.HasPrefix(k, name) && k[len(name)] >= 'A' && k[len(name)] <= 'Z' {
-			tn := k[len(name):]
-			t := lookupType(tn)
-			if t == nil {
-				t = lookupType(strings.ToLower(tn[:1]) + tn[1:])
-			}
-			return appendRaw(ec, out, raw, m["_"+k], t)
+	// Several matching choice keys are invalid FHIR; take the first in
+	// sorted order so the result does not depend on map iteration.
+	key := ""
+	for k := range m {
+		if len(k) > len(name) && strings.HasPrefix(k, name) && k[len(name)] >= 'A' && k[len(name)] <= 'Z' && (key == "" || k < key) {
+			key = k
 		}
 	}
-	return out, nil
+	if key == "" {
+		return out, nil
+	}
+	var t *typeInfo
+	if tn := key[len(name):]; strings.IndexByte(tn, '.') < 0 {
+		// only plain type names: a key must not reach backbone paths
+		t = lookupType(tn)
+		if t == nil {
+			t = lookupType(strings.ToLower(tn[:1]) + tn[1:])
+		}
+	}
+	return appendRaw(ec, out, m[key], m["_"+key], t)
 }
 
 func untypedGuess(raw any) *typeInfo {

@@ -213,6 +213,24 @@ func union(ec *evalCtx, l, r Collection) (Collection, error) {
 		}
 		return r, nil
 	}
+	if (len(l) == 0 || len(r) == 0) && len(l)+len(r) <= 64 {
+		// one side only (a|b where b is empty, distinct()): when it has
+		// no duplicates it is the result, without a copy
+		c := l
+		if len(c) == 0 {
+			c = r
+		}
+		dup := false
+		for i := 1; i < len(c) && !dup; i++ {
+			if err := ec.check(); err != nil {
+				return nil, err
+			}
+			dup = containsNode(c[:i], c[i]) || containsValue(c[:i], c[i])
+		}
+		if !dup {
+			return c, nil
+		}
+	}
 	out := make(Collection, 0, len(l)+len(r))
 	if len(l)+len(r) > 64 {
 		return unionLarge(ec, out, l, r)
@@ -222,12 +240,42 @@ func union(ec *evalCtx, l, r Collection) (Collection, error) {
 			if err := ec.check(); err != nil {
 				return nil, err
 			}
-			if !containsValue(out, v) {
+			if !containsNode(out, v) && !containsValue(out, v) {
 				out = append(out, v)
 			}
 		}
 	}
 	return out, nil
+}
+
+// nodeIdentity returns a pointer identifying the JSON element behind a
+// node: its object, or for a primitive its "_name" sibling; nil when the
+// node has no identity (a bare primitive, compared by value).
+func nodeIdentity(v Value) unsafe.Pointer {
+	if v.k != kNode {
+		return nil
+	}
+	if m, ok := v.node.(map[string]any); ok {
+		return reflect.ValueOf(m).UnsafePointer()
+	}
+	if v.ext != nil {
+		return reflect.ValueOf(v.ext).UnsafePointer()
+	}
+	return nil
+}
+
+// containsNode reports whether c holds the same input node as v.
+func containsNode(c Collection, v Value) bool {
+	p := nodeIdentity(v)
+	if p == nil {
+		return false
+	}
+	for _, w := range c {
+		if nodeIdentity(w) == p {
+			return true
+		}
+	}
+	return false
 }
 
 // unionLarge de-duplicates big collections in linear time: simple values
@@ -254,6 +302,14 @@ func unionLarge(ec *evalCtx, out, l, r Collection) (Collection, error) {
 				others = append(others, v)
 				out = append(out, v)
 				continue
+			}
+			if v.k == kNode && v.ext != nil && v.node == nil {
+				// a primitive with only an _element: identity of that element
+				p := reflect.ValueOf(v.ext).UnsafePointer()
+				if nodes[p] {
+					continue
+				}
+				nodes[p] = true
 			}
 			if k, ok := valueKey(v); ok {
 				if keys[k] {
@@ -379,6 +435,9 @@ func arith(op string, a, b Value) (Value, bool, error) {
 				return Value{}, false, nil
 			}
 			q := new(big.Int).Quo(new(big.Int).Mul(x.Num(), y.Denom()), new(big.Int).Mul(x.Denom(), y.Num()))
+			if !q.IsInt64() || q.Int64() > maxInt || q.Int64() < minInt {
+				return Value{}, false, nil // outside the Integer range
+			}
 			return intValue(q.Int64()), true, nil
 		case "mod":
 			if y.Sign() == 0 {
@@ -480,6 +539,11 @@ func quantityArith(op string, a, b Value) (Value, bool, error) {
 	ub, _ := normalizeUnit(b.s)
 	switch op {
 	case "+", "-":
+		if (offsetUnit(ua) || offsetUnit(ub)) && ua != ub {
+			// 1 'K' added to a Celsius value is a difference, not an
+			// absolute temperature: mixed offset units have no sum.
+			return Value{}, false, nil
+		}
 		bv, ok := convertUnit(b.r, ub, ua)
 		if !ok {
 			return Value{}, false, nil

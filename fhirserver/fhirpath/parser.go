@@ -68,6 +68,8 @@ type parser struct {
 	i     int
 	depth int
 	nodes int
+	args  int // nesting of function arguments, where $index may be defined
+	aggr  int // nesting of aggregate() arguments, where $total is defined
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -277,8 +279,14 @@ func (p *parser) term() (node, error) {
 		case "$this":
 			return thisNode{}, nil
 		case "$index":
+			if p.args == 0 {
+				return nil, errAt(t.pos, "$index is only defined inside function arguments")
+			}
 			return indexVarNode{}, nil
 		default:
+			if p.aggr == 0 {
+				return nil, errAt(t.pos, "$total is only defined inside aggregate()")
+			}
 			return totalNode{}, nil
 		}
 	case tDelimIdent:
@@ -324,6 +332,12 @@ func (p *parser) call(name token) (node, error) {
 		return nil, err
 	}
 	var args []node
+	p.args++
+	defer func() { p.args-- }()
+	if name.text == "aggregate" {
+		p.aggr++
+		defer func() { p.aggr-- }()
+	}
 	if !p.isOp(")") {
 		for {
 			a, err := p.expr(precImplies)

@@ -51,6 +51,12 @@ func normalizeUnit(u string) (string, bool) {
 	return u, false
 }
 
+// offsetUnit reports whether u is a temperature scale with an offset
+// zero, whose values are not differences.
+func offsetUnit(u string) bool {
+	return u == "Cel" || u == "[degF]" || u == "[degRe]"
+}
+
 // convertUnit converts a value between commensurable units.
 func convertUnit(v *big.Rat, from, to string) (*big.Rat, bool) {
 	if from == to {
