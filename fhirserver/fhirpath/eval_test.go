@@ -14,11 +14,7 @@ import (
 func TestEvaluate(t *testing.T) {
 	pat := loadJSON(t, "patient.json")
 	obs := loadJSON(t, "observation.json")
-	tests := []struct {
-		expr string
-		res  any
-		want string
-	}{
+	runEvalCases(t, []evalCase{
 		// navigation and the root type name
 		{"Patient.name.family", pat, `["Berg","Olsen"]`},
 		{"name.given", pat, `["Anna","Marie","Annie","Anna"]`},
@@ -170,17 +166,7 @@ func TestEvaluate(t *testing.T) {
 		{"Patient.name.family.memberOf('http://x')", pat, `[]`},
 		// comments
 		{"1 + /* two */ 2 // three", nil, `[3]`},
-	}
-	for _, tc := range tests {
-		got, err := evalJSON(t, tc.expr, tc.res)
-		if err != nil {
-			t.Errorf("%s: %v", tc.expr, err)
-			continue
-		}
-		if got != tc.want {
-			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
-		}
-	}
+	})
 }
 
 func TestErrors(t *testing.T) {

@@ -7,30 +7,10 @@ import (
 	"testing"
 )
 
-type fixCase struct {
-	expr string
-	res  any
-	want string
-}
-
-func runFixCases(t *testing.T, tests []fixCase) {
-	t.Helper()
-	for _, tc := range tests {
-		got, err := evalJSON(t, tc.expr, tc.res)
-		if err != nil {
-			t.Errorf("%s: %v", tc.expr, err)
-			continue
-		}
-		if got != tc.want {
-			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
-		}
-	}
-}
-
 // Date/time arithmetic: results outside years 0001-9999 are empty, and
 // huge amounts must not wrap around (FHIRPath N1 §6.6.1).
 func TestFixDateTimeArithmeticOverflow(t *testing.T) {
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"@2015-01-01 + 1537228672809129302 years", nil, `[]`},
 		{"@2015-01-01 - 1537228672809129302 years", nil, `[]`},
 		{"@2015-01-01 + 9223372036854775807 months", nil, `[]`},
@@ -58,7 +38,7 @@ func TestFixDateTimeArithmeticOverflow(t *testing.T) {
 
 // div gives an Integer; a quotient outside the 32-bit range is empty.
 func TestFixDecimalDivRange(t *testing.T) {
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"9999999999999999999999999999.0 div 0.00000001", nil, `[]`},
 		{"5000000000.0 div 1", nil, `[]`},
 		{"-5000000000.0 div 1", nil, `[]`},
@@ -71,7 +51,7 @@ func TestFixDecimalDivRange(t *testing.T) {
 
 // Offset temperatures have no sum with a different unit.
 func TestFixOffsetUnitArithmetic(t *testing.T) {
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"10 'Cel' + 1 'K'", nil, `[]`},
 		{"10 'Cel' - 1 'K'", nil, `[]`},
 		{"1 'K' + 10 'Cel'", nil, `[]`},
@@ -89,13 +69,13 @@ func TestFixOffsetUnitArithmetic(t *testing.T) {
 // misses are not cached.
 func TestFixResourceTypeFromData(t *testing.T) {
 	bb := map[string]any{"resourceType": "Patient.contact", "name": map[string]any{"family": "X"}}
-	tests := []fixCase{
+	tests := []evalCase{
 		{"$this is BackboneElement", bb, `[false]`},
 		{"name.family", bb, `["X"]`},
 		{"$this is Patient", map[string]any{"resourceType": "Patient"}, `[true]`},
 		{"$this is Resource", map[string]any{"resourceType": "HumanName"}, `[false]`},
 	}
-	runFixCases(t, tests)
+	runEvalCases(t, tests)
 	names := []string{"NoSuchType1", "Patient.contact", "HumanName", "NoSuchType2"}
 	for _, n := range names {
 		resourceTypeOf(map[string]any{"resourceType": n})
@@ -115,7 +95,7 @@ func TestFixFHIRTypeExtension(t *testing.T) {
 	pat := loadJSON(t, "patient.json")
 	ext := map[string]any{"resourceType": "Patient", "id": "p1",
 		"extension": []any{map[string]any{"id": "e1", "url": "http://x", "valueString": "v"}}}
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"Patient.id", pat, `["example"]`},
 		{"Patient.id.ofType(string)", pat, `["example"]`},
 		{"Patient.id.ofType(FHIR.string)", pat, `["example"]`},
@@ -207,7 +187,7 @@ func TestFixUnionNodeIdentity(t *testing.T) {
 		bigExt = append(bigExt, map[string]any{"id": "x"})
 	}
 	large := map[string]any{"resourceType": "Patient", "name": []any{map[string]any{"given": big, "_given": bigExt}}}
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"(name.given | name.given).count()", pat, `[3]`},
 		{"name.given.distinct().count()", pat, `[3]`},
 		{"(name.given | name.given).distinct().count()", pat, `[3]`},
@@ -238,7 +218,7 @@ func TestFixChoiceKeyDeterministic(t *testing.T) {
 			t.Fatalf("value = %s, want [true] (valueBoolean sorts first)", got)
 		}
 	}
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"value", map[string]any{"valueString": "s"}, `["s"]`},
 		{"value", map[string]any{"valuePatient.contact": map[string]any{"name": "n"}}, `[{"name":"n"}]`},
 	})
@@ -252,7 +232,7 @@ func TestFixSpecialVariableScope(t *testing.T) {
 		}
 	}
 	pat := loadJSON(t, "patient.json")
-	runFixCases(t, []fixCase{
+	runEvalCases(t, []evalCase{
 		{"Patient.name.select($index)", pat, `[0,1,2]`},
 		{"Patient.name.where($index = 2).family", pat, `["Olsen"]`},
 		{"(1|2|3).aggregate($this + $total, 0)", nil, `[6]`},

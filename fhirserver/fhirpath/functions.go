@@ -168,32 +168,12 @@ var existenceFuncs = map[string]funcDef{
 		}
 		return trueColl, nil
 	}},
-	"allTrue":  {0, 0, boolAgg(func(b bool) bool { return b }, true)},
-	"anyTrue":  {0, 0, boolAgg(func(b bool) bool { return b }, false)},
-	"allFalse": {0, 0, boolAgg(func(b bool) bool { return !b }, true)},
-	"anyFalse": {0, 0, boolAgg(func(b bool) bool { return !b }, false)},
-	"subsetOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		b, err := subset(ec, in, other)
-		if err != nil {
-			return nil, err
-		}
-		return boolColl(b), nil
-	}},
-	"supersetOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		b, err := subset(ec, other, in)
-		if err != nil {
-			return nil, err
-		}
-		return boolColl(b), nil
-	}},
+	"allTrue":    {0, 0, boolAgg(func(b bool) bool { return b }, true)},
+	"anyTrue":    {0, 0, boolAgg(func(b bool) bool { return b }, false)},
+	"allFalse":   {0, 0, boolAgg(func(b bool) bool { return !b }, true)},
+	"anyFalse":   {0, 0, boolAgg(func(b bool) bool { return !b }, false)},
+	"subsetOf":   {1, 1, subsetFunc(false)},
+	"supersetOf": {1, 1, subsetFunc(true)},
 	"count": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		return Collection{intValue(int64(len(in)))}, nil
 	}},
@@ -686,4 +666,24 @@ func eqBucket(v Value) (string, bool) {
 		b = strconv.AppendInt(b, int64(f[i]), 10)
 	}
 	return string(b), true
+}
+
+// subsetFunc implements subsetOf (input ⊆ argument) and, with swap,
+// supersetOf (argument ⊆ input).
+func subsetFunc(swap bool) funcImpl {
+	return func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		other, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		a, b := in, other
+		if swap {
+			a, b = other, in
+		}
+		ok, err := subset(ec, a, b)
+		if err != nil {
+			return nil, err
+		}
+		return boolColl(ok), nil
+	}
 }

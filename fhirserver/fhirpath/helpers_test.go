@@ -46,3 +46,25 @@ func evalJSON(t testing.TB, expr string, res any, opts ...Option) (string, error
 	}
 	return string(b), nil
 }
+
+// evalCase is one expression, its input and its expected JSON result.
+type evalCase struct {
+	expr string
+	res  any
+	want string
+}
+
+// runEvalCases evaluates each case and compares the JSON of the result.
+func runEvalCases(t *testing.T, tests []evalCase) {
+	t.Helper()
+	for _, tc := range tests {
+		got, err := evalJSON(t, tc.expr, tc.res)
+		if err != nil {
+			t.Errorf("%s: %v", tc.expr, err)
+			continue
+		}
+		if got != tc.want {
+			t.Errorf("%s = %s, want %s", tc.expr, got, tc.want)
+		}
+	}
+}
