@@ -217,18 +217,7 @@ func boolAgg(test func(bool) bool, all bool) funcImpl {
 
 // subset reports whether every item of a equals (=) some item of b.
 func subset(ec *evalCtx, a, b Collection) (bool, error) {
-	if len(a)+len(b) <= smallSetOp {
-		for _, v := range a {
-			if err := ec.check(); err != nil {
-				return false, err
-			}
-			if !containsValue(b, v) {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	set, err := newEqSet(ec, b)
+	inB, err := memberTest(ec, b, len(a))
 	if err != nil {
 		return false, err
 	}
@@ -236,8 +225,7 @@ func subset(ec *evalCtx, a, b Collection) (bool, error) {
 		if err := ec.check(); err != nil {
 			return false, err
 		}
-		has, err := set.has(ec, v)
-		if err != nil || !has {
+		if ok, err := inB(v); err != nil || !ok {
 			return false, err
 		}
 	}
@@ -481,38 +469,41 @@ var subsetFuncs = map[string]funcDef{
 // items pairwise; above it they index the other collection (eqSet).
 const smallSetOp = 64
 
-// intersect returns the distinct items of in that equal (=) an item of
-// other, in the order of in.
-func intersect(ec *evalCtx, in, other Collection) (Collection, error) {
-	var out Collection
-	if len(in)+len(other) <= smallSetOp {
-		for _, v := range in {
-			if err := ec.check(); err != nil {
-				return nil, err
-			}
-			if containsValue(other, v) && !containsValue(out, v) {
-				out = append(out, v)
-			}
-		}
-		return out, nil
+// memberTest returns a test for "some item of coll equals (=) v": a plain
+// scan when coll and the number of probes are small, an eqSet index
+// otherwise, so set functions stay linear on large collections.
+func memberTest(ec *evalCtx, coll Collection, probes int) (func(Value) (bool, error), error) {
+	if len(coll)+probes <= smallSetOp {
+		return func(v Value) (bool, error) { return containsValue(coll, v), nil }, nil
 	}
-	set, err := newEqSet(ec, other)
+	set, err := newEqSet(ec, coll)
 	if err != nil {
 		return nil, err
 	}
-	seen := &eqSet{}
+	return func(v Value) (bool, error) { return set.has(ec, v) }, nil
+}
+
+// intersect returns the distinct items of in that equal (=) an item of
+// other, in the order of in.
+func intersect(ec *evalCtx, in, other Collection) (Collection, error) {
+	inOther, err := memberTest(ec, other, len(in))
+	if err != nil {
+		return nil, err
+	}
+	var out Collection
+	dedup := &eqSet{}
 	for _, v := range in {
 		if err := ec.check(); err != nil {
 			return nil, err
 		}
-		has, err := set.has(ec, v)
+		has, err := inOther(v)
 		if err != nil {
 			return nil, err
 		}
 		if !has {
 			continue
 		}
-		added, err := seen.add(ec, v)
+		added, err := dedup.add(ec, v)
 		if err != nil {
 			return nil, err
 		}
@@ -526,27 +517,16 @@ func intersect(ec *evalCtx, in, other Collection) (Collection, error) {
 // exclude returns the items of in (duplicates and order kept) that equal
 // (=) no item of other.
 func exclude(ec *evalCtx, in, other Collection) (Collection, error) {
-	var out Collection
-	if len(in)+len(other) <= smallSetOp {
-		for _, v := range in {
-			if err := ec.check(); err != nil {
-				return nil, err
-			}
-			if !containsValue(other, v) {
-				out = append(out, v)
-			}
-		}
-		return out, nil
-	}
-	set, err := newEqSet(ec, other)
+	inOther, err := memberTest(ec, other, len(in))
 	if err != nil {
 		return nil, err
 	}
+	var out Collection
 	for _, v := range in {
 		if err := ec.check(); err != nil {
 			return nil, err
 		}
-		has, err := set.has(ec, v)
+		has, err := inOther(v)
 		if err != nil {
 			return nil, err
 		}
