@@ -1,0 +1,285 @@
+package search
+
+import (
+	"math/big"
+	"strings"
+	"time"
+)
+
+// Kind is the typed form of an index entry, one per SearchParameter type
+// that is indexed (special parameters have none).
+type Kind uint8
+
+// The kinds of index entries; DESIGN.md "The store" keeps one index
+// shape per kind, not one per parameter.
+const (
+	KindString Kind = iota + 1
+	KindToken
+	KindDate
+	KindNumber
+	KindQuantity
+	KindReference
+	KindURI
+	KindComposite
+)
+
+var kindNames = [...]string{"", "string", "token", "date", "number", "quantity", "reference", "uri", "composite"}
+
+// String returns the SearchParameter type name of the kind.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// kindOf maps a SearchParameter type to its entry kind; 0 for special
+// and unknown types.
+func kindOf(typ string) Kind {
+	for k, n := range kindNames {
+		if n == typ && k > 0 {
+			return Kind(k)
+		}
+	}
+	return 0
+}
+
+// Sentinel bounds for open date ranges (a Period without start or end):
+// backends compare instants, so an open end is stored as the extreme
+// instant instead of a null that every query would have to special-case.
+var (
+	MinTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// Entry is one typed index entry extracted from a resource for one
+// search parameter. Only the fields of its Kind are set.
+type Entry struct {
+	Param string // the parameter code, e.g. "family"
+	Kind  Kind
+
+	// String: Str is Normalize(Exact); Exact is the original text, for
+	// :exact. Str is also the key of prefix (range) and :contains scans.
+	Str, Exact string
+
+	// Token: System and Code; Text is the display or text for :text
+	// (Coding.display, CodeableConcept.text, Identifier.type.text).
+	// Identifier tokens also carry their type for :of-type.
+	// Quantity: System and Code are the unit's system and code.
+	System, Code, Text   string
+	TypeSystem, TypeCode string
+
+	// Date: the half-open range [Low, High) of instants in UTC the value
+	// denotes, honouring its precision and time zone. Open ends are
+	// MinTime / MaxTime.
+	Low, High time.Time
+
+	// Number and Quantity: the stated value and the range it denotes by its
+	// implicit precision (5.4 means [5.35, 5.45)); for integers and exact
+	// values NumLow == NumHigh == Value. A nil bound is open (a Range
+	// without low or high).
+	Value, NumLow, NumHigh *big.Rat
+	// Quantity: Unit is the human unit text; the Canon fields are the value
+	// and range in canonical UCUM base units when the unit is UCUM and
+	// convertible (5 mg and 0.005 g have equal CanonValue and CanonUnit).
+	Unit                            string
+	CanonValue, CanonLow, CanonHigh *big.Rat
+	CanonUnit                       string
+
+	// Reference: type, id and version of a literal reference (relative or
+	// absolute), URL for absolute references, canonicals and urn:uuid,
+	// and the logical identifier ("system|value") for :identifier.
+	RefType, RefID, RefVersion, URL string
+	IdentSystem, IdentValue         string
+
+	// URI: the value, compared exactly (and by prefix for :above/:below).
+	URI string
+
+	// Composite: one entry per component, in component order.
+	Components []Entry
+}
+
+// keySep separates the parameter code from the value in keys: a control
+// character cannot occur in a parameter code, so keys of different
+// parameters never collide in the single shared index.
+const keySep = "\x1f"
+
+// Keys returns the encoded equality strings of the entry, each prefixed
+// by its parameter code and keySep, so that one multikey index serves
+// every parameter and every equality query is one exact lookup:
+//
+//   - string: "p\x1f"+Str (normalized) and "p:exact\x1f"+Exact;
+//   - token: "p\x1fcode", "p\x1fsystem|code", "p\x1f|code" when there is
+//     no system, "p\x1fsystem|" when there is one; Identifier tokens also
+//     "p:of-type\x1ftypeSystem|typeCode|value";
+//   - reference: "p\x1fType/id", "p\x1fid" (bare id; the search layer
+//     uses it only when the parameter's target is unambiguous),
+//     "p\x1fType/id/_history/v" when versioned, "p\x1fURL" for absolute
+//     URLs, and the token forms of the identifier under "p:identifier";
+//   - uri: "p\x1furi";
+//   - composite: the "$"-joined product of its components' value keys,
+//     only when every component has equality keys (ranges are matched on
+//     Components);
+//   - date, number, quantity: none (ranges are compared on bounds).
+//
+// The order is deterministic and there are no duplicates.
+func (e Entry) Keys() []string {
+	vals := e.valueKeys()
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		out = append(out, v.prefix(e.Param))
+	}
+	return dedupe(out)
+}
+
+// valueKey is a key without its parameter prefix; mod is a modifier
+// namespace such as "exact" ("" for the plain one).
+type valueKey struct{ mod, val string }
+
+func (k valueKey) prefix(param string) string {
+	if k.mod == "" {
+		return param + keySep + k.val
+	}
+	return param + ":" + k.mod + keySep + k.val
+}
+
+func tokenForms(mod, system, code string, out []valueKey) []valueKey {
+	if code != "" {
+		out = append(out, valueKey{mod, code})
+		if system == "" {
+			out = append(out, valueKey{mod, "|" + code})
+		} else {
+			out = append(out, valueKey{mod, system + "|" + code})
+		}
+	}
+	if system != "" {
+		out = append(out, valueKey{mod, system + "|"})
+	}
+	return out
+}
+
+func (e Entry) valueKeys() []valueKey {
+	var out []valueKey
+	switch e.Kind {
+	case KindString:
+		out = append(out, valueKey{"", e.Str}, valueKey{"exact", e.Exact})
+	case KindToken:
+		out = tokenForms("", e.System, e.Code, out)
+		if e.TypeCode != "" && e.Code != "" {
+			out = append(out, valueKey{"of-type", e.TypeSystem + "|" + e.TypeCode + "|" + e.Code})
+		}
+	case KindReference:
+		if e.RefType != "" && e.RefID != "" {
+			out = append(out, valueKey{"", e.RefType + "/" + e.RefID})
+			if e.RefVersion != "" {
+				out = append(out, valueKey{"", e.RefType + "/" + e.RefID + "/_history/" + e.RefVersion})
+			}
+		}
+		if e.RefID != "" {
+			out = append(out, valueKey{"", e.RefID})
+		}
+		if e.URL != "" {
+			out = append(out, valueKey{"", e.URL})
+		}
+		out = tokenForms("identifier", e.IdentSystem, e.IdentValue, out)
+	case KindURI:
+		out = append(out, valueKey{"", e.URI})
+	case KindComposite:
+		out = compositeKeys(e.Components)
+	}
+	return out
+}
+
+// compositeKeys forms the product of the components' plain keys; nil if
+// any component has none.
+func compositeKeys(comps []Entry) []valueKey {
+	if len(comps) == 0 {
+		return nil
+	}
+	acc := []string{""}
+	for i, c := range comps {
+		var vals []string
+		for _, k := range c.valueKeys() {
+			if k.mod == "" {
+				vals = append(vals, k.val)
+			}
+		}
+		if len(vals) == 0 {
+			return nil
+		}
+		next := make([]string, 0, len(acc)*len(vals))
+		for _, a := range acc {
+			for _, v := range vals {
+				if i > 0 {
+					next = append(next, a+"$"+v)
+				} else {
+					next = append(next, v)
+				}
+			}
+		}
+		acc = next
+	}
+	out := make([]valueKey, len(acc))
+	for i, a := range acc {
+		out[i] = valueKey{"", a}
+	}
+	return out
+}
+
+func dedupe(keys []string) []string {
+	if len(keys) < 2 {
+		return keys
+	}
+	out := keys[:0]
+	for i, k := range keys {
+		dup := false
+		for _, p := range keys[:i] {
+			if p == k {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// String renders an entry for debugging and test failure messages.
+func (e Entry) String() string {
+	var b strings.Builder
+	b.WriteString(e.Param)
+	b.WriteString(" ")
+	b.WriteString(e.Kind.String())
+	b.WriteString(" ")
+	switch e.Kind {
+	case KindString:
+		b.WriteString(e.Str)
+	case KindToken:
+		b.WriteString(e.System + "|" + e.Code)
+	case KindDate:
+		b.WriteString(e.Low.Format(time.RFC3339Nano) + ".." + e.High.Format(time.RFC3339Nano))
+	case KindNumber, KindQuantity:
+		b.WriteString(ratString(e.NumLow) + ".." + ratString(e.NumHigh) + " " + e.System + "|" + e.Code)
+	case KindReference:
+		b.WriteString(e.RefType + "/" + e.RefID + " " + e.URL)
+	case KindURI:
+		b.WriteString(e.URI)
+	case KindComposite:
+		for i, c := range e.Components {
+			if i > 0 {
+				b.WriteString(" $ ")
+			}
+			b.WriteString(c.String())
+		}
+	}
+	return b.String()
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "*"
+	}
+	return r.FloatString(6)
+}

@@ -1,0 +1,577 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// Skipped counts result items whose FHIR type has no index form for the
+// parameter's type (a string parameter meeting a CodeableConcept, say).
+// They are skipped silently, as the specification leaves such
+// combinations undefined; the counter is for debugging expressions.
+var Skipped atomic.Int64
+
+// Extract evaluates every indexable parameter of resourceType on resource
+// (decoded with encoding/json UseNumber) and returns its index entries,
+// grouped by parameter in code order. An error names the parameter whose
+// expression failed; it indicates malformed data, not an unsupported type.
+// The *big.Rat values of the entries may be shared between entries and
+// must not be modified.
+func (r *Registry) Extract(ctx context.Context, resourceType string, resource map[string]any) ([]Entry, error) {
+	return r.AppendExtract(ctx, nil, resourceType, resource)
+}
+
+// AppendExtract is Extract appending to dst: a writer indexing many
+// resources (a transaction Bundle, a reindex) reuses one buffer, since an
+// Entry is a few hundred bytes and the result of a resource tens of
+// entries. On error dst is returned unchanged with the error.
+func (r *Registry) AppendExtract(ctx context.Context, dst []Entry, resourceType string, resource map[string]any) ([]Entry, error) {
+	tp := r.typeParams(resourceType)
+	if tp == nil {
+		return dst, fmt.Errorf("search: unknown resource type %q", resourceType)
+	}
+	x := extractorPool.Get().(*extractor)
+	x.ctx, x.resource, x.naive = ctx, resource, r.whole
+	defer x.release()
+	present := elementNames(resource)
+	for _, p := range tp.list {
+		if !p.Indexable() || !r.whole && !p.mayApply(present) {
+			continue
+		}
+		if err := x.param(p); err != nil {
+			return dst, err
+		}
+	}
+	// One copy out of the pooled scratch: Entry is large, and growing the
+	// result slice entry by entry cost more than the copy (measured).
+	if dst == nil {
+		return slices.Clone(x.out), nil
+	}
+	return append(dst, x.out...), nil
+}
+
+// extractorPool recycles the scratch buffers of Extract.
+var extractorPool = sync.Pool{New: func() any {
+	return &extractor{out: make([]Entry, 0, 64), memo: make([]memoEntry, 0, 32)}
+}}
+
+// release clears the scratch (so the pool keeps no resource data alive)
+// and returns it to the pool; oversized buffers are dropped.
+func (x *extractor) release() {
+	clear(x.out)
+	clear(x.memo)
+	if cap(x.out) > 4096 {
+		return
+	}
+	x.out, x.memo = x.out[:0], x.memo[:0]
+	x.ctx, x.resource = nil, nil
+	extractorPool.Put(x)
+}
+
+// ExtractParam returns the entries of one parameter, for reindexing a
+// newly added custom parameter.
+func (r *Registry) ExtractParam(ctx context.Context, p *Param, resource map[string]any) ([]Entry, error) {
+	if !p.Indexable() {
+		return nil, nil
+	}
+	x := extractor{ctx: ctx, resource: resource, naive: r.whole}
+	err := x.param(p)
+	return x.out, err
+}
+
+// elementNames returns the top-level element names of a resource, with
+// choice elements also under their base name (valueQuantity → value) and
+// primitive extensions (_birthDate) under the element's name.
+func elementNames(resource map[string]any) map[string]struct{} {
+	m := make(map[string]struct{}, 2*len(resource))
+	for k := range resource {
+		k = strings.TrimPrefix(k, "_")
+		m[k] = struct{}{}
+		for i := 1; i < len(k); i++ {
+			if c := k[i]; 'A' <= c && c <= 'Z' {
+				m[k[:i]] = struct{}{}
+			}
+		}
+	}
+	return m
+}
+
+// hasAllNeeds reports whether item has the starting element of every
+// component that has one.
+func hasAllNeeds(item map[string]any, comps []Component) bool {
+	for i := range comps {
+		if n := comps[i].need; n != "" && !hasElement(item, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasElement reports whether m has element name, directly, as a
+// primitive extension, or as a choice (valueQuantity for value).
+func hasElement(m map[string]any, name string) bool {
+	if _, ok := m[name]; ok {
+		return true
+	}
+	if _, ok := m["_"+name]; ok {
+		return true
+	}
+	for k := range m {
+		if len(k) > len(name) && strings.HasPrefix(k, name) && 'A' <= k[len(name)] && k[len(name)] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+// mayApply reports whether the resource has an element the parameter's
+// expression starts from; false means the expression would yield nothing.
+func (p *Param) mayApply(present map[string]struct{}) bool {
+	if p.need == nil {
+		return true
+	}
+	for _, n := range p.need {
+		if _, ok := present[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// resolveOpt lets "where(resolve() is Patient)" work at write time without
+// loading the target: resolve() only needs the type, which a literal
+// reference states, so the stub resource carries just resourceType.
+var resolveOpt = fhirpath.WithResolver(resolveStub)
+
+// stubs holds one read-only {"resourceType": T} per resource type, so
+// resolve() allocates nothing.
+var stubs = func() map[string]map[string]any {
+	m := map[string]map[string]any{}
+	for _, t := range profiles.ResourceTypes() {
+		m[t] = map[string]any{"resourceType": t}
+	}
+	return m
+}()
+
+func resolveStub(_ context.Context, ref string) (any, error) {
+	typ, _, _, _ := parseReference(ref)
+	if s, ok := stubs[typ]; ok {
+		return s, nil
+	}
+	return nil, nil
+}
+
+// extractor is the state of one Extract call.
+type extractor struct {
+	ctx      context.Context
+	resource map[string]any
+	out      []Entry
+	// memo remembers the conversion of complex nodes: the same element is
+	// often reached by several parameters (Observation.code feeds code,
+	// combo-code and four composites; Observation.value feeds value-quantity,
+	// combo-value-quantity and composites), and converting a Quantity
+	// (big.Rat arithmetic, UCUM) costs more than evaluating the path.
+	memo []memoEntry
+	// naive disables the shortcuts (element filters, root composites) for
+	// the reference configuration the tests compare against.
+	naive bool
+}
+
+type memoEntry struct {
+	node    uintptr // identity of the JSON object
+	kind    Kind
+	entries []Entry // Param is rewritten on reuse
+}
+
+func (x *extractor) param(p *Param) error {
+	coll, err := p.Expr.Evaluate(x.ctx, x.resource, resolveOpt)
+	if err != nil {
+		return fmt.Errorf("search: parameter %s: %w", p.Code, err)
+	}
+	if len(coll) == 0 {
+		return nil
+	}
+	if p.Type == "composite" {
+		return x.composite(p, coll)
+	}
+	k := kindOf(p.Type)
+	for _, v := range coll {
+		x.out = x.convert(p.Code, k, v, x.out)
+	}
+	return nil
+}
+
+// convert is convert with the memo for JSON objects.
+func (x *extractor) convert(code string, k Kind, v fhirpath.Value, out []Entry) []Entry {
+	m, ok := v.Raw().(map[string]any)
+	if !ok || len(m) == 0 {
+		return convert(code, k, v, out)
+	}
+	id := reflect.ValueOf(m).Pointer()
+	for _, me := range x.memo {
+		if me.node == id && me.kind == k {
+			for _, e := range me.entries {
+				e.Param = code
+				out = append(out, e)
+			}
+			return out
+		}
+	}
+	n := len(out)
+	out = convert(code, k, v, out)
+	x.memo = append(x.memo, memoEntry{node: id, kind: k, entries: out[n:len(out):len(out)]})
+	return out
+}
+
+// maxCombos bounds the composite entries of one item.
+const maxCombos = 256
+
+// composite pairs the components' values item by item: for Observation
+// code-value-quantity, each Observation (or component) gives code × value
+// combinations, never a code of one with a value of another. Components
+// are evaluated last first: the value component (value.as(Quantity)) is
+// the selective one, so most composites of a resource stop there.
+func (x *extractor) composite(p *Param, items fhirpath.Collection) error {
+	rootID := reflect.ValueOf(x.resource).Pointer()
+	for _, item := range items {
+		m, ok := item.Raw().(map[string]any)
+		if ok && !x.naive && !hasAllNeeds(m, p.Components) {
+			continue
+		}
+		isRoot := ok && !x.naive && reflect.ValueOf(m).Pointer() == rootID
+		parts := make([][]Entry, len(p.Components))
+		empty := false
+		for i := len(p.Components) - 1; i >= 0; i-- {
+			c := &p.Components[i]
+			var coll fhirpath.Collection
+			var err error
+			if isRoot {
+				coll, err = c.plain.Evaluate(x.ctx, x.resource, resolveOpt)
+			} else {
+				coll, err = c.expr.Evaluate(x.ctx, x.resource, resolveOpt, fhirpath.WithVariable("item", fhirpath.Collection{item}))
+			}
+			if err != nil {
+				return fmt.Errorf("search: parameter %s component %s: %w", p.Code, c.Code, err)
+			}
+			k := kindOf(c.Type)
+			for _, v := range coll {
+				parts[i] = x.convert(c.Code, k, v, parts[i])
+			}
+			if len(parts[i]) == 0 {
+				empty = true
+				break
+			}
+		}
+		if empty {
+			continue
+		}
+		// Cartesian product of the components' entries, in one backing
+		// array (mixed-radix counting over the parts).
+		total := 1
+		for _, part := range parts {
+			total *= len(part)
+		}
+		if total > maxCombos {
+			// Hostile input (thousands of codings times thousands of
+			// values) must not explode the index; keep a bounded prefix.
+			total = maxCombos
+		}
+		nc := len(parts)
+		backing := make([]Entry, total*nc)
+		for i := range total {
+			combo := backing[i*nc : (i+1)*nc : (i+1)*nc]
+			rem := i
+			for j := nc - 1; j >= 0; j-- {
+				combo[j] = parts[j][rem%len(parts[j])]
+				rem /= len(parts[j])
+			}
+			x.out = append(x.out, Entry{Param: p.Code, Kind: KindComposite, Components: combo})
+		}
+	}
+	return nil
+}
+
+// convert appends the entries of one result item for a parameter of kind
+// k, choosing the conversion by the item's FHIR type.
+func convert(code string, k Kind, v fhirpath.Value, out []Entry) []Entry {
+	typ := strings.TrimPrefix(strings.TrimPrefix(v.TypeName(), "FHIR."), "System.")
+	n := len(out)
+	switch k {
+	case KindString:
+		out = stringEntries(code, typ, v, out)
+	case KindToken:
+		out = tokenEntries(code, typ, v, out)
+	case KindDate:
+		out = dateEntries(code, typ, v, out)
+	case KindNumber:
+		out = numberEntries(code, typ, v, out)
+	case KindQuantity:
+		out = quantityEntries(code, typ, v, out)
+	case KindReference:
+		out = referenceEntries(code, typ, v, out)
+	case KindURI:
+		out = uriEntries(code, typ, v, out)
+	}
+	if len(out) == n {
+		Skipped.Add(1)
+	}
+	return out
+}
+
+// primitive returns the text of a primitive item (FHIR primitive node or
+// System value); ok=false for complex types and primitives with only an
+// extension.
+func primitive(v fhirpath.Value) (string, bool) {
+	if !v.IsSystem() {
+		switch x := v.Raw().(type) {
+		case string:
+			return x, x != ""
+		case bool, interface{ String() string }:
+			s := v.String()
+			return s, s != ""
+		}
+		return "", false
+	}
+	s := v.String()
+	return s, s != ""
+}
+
+func obj(v fhirpath.Value) map[string]any {
+	m, _ := v.Raw().(map[string]any)
+	return m
+}
+
+func str(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+func strs(m map[string]any, key string) []string {
+	switch x := m[key].(type) {
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			if s, ok := e.(string); ok && s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	case string:
+		return []string{x}
+	}
+	return nil
+}
+
+func list(m map[string]any, key string) []map[string]any {
+	x, _ := m[key].([]any)
+	out := make([]map[string]any, 0, len(x))
+	for _, e := range x {
+		if o, ok := e.(map[string]any); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func stringEntry(code, s string) Entry {
+	return Entry{Param: code, Kind: KindString, Str: Normalize(s), Exact: s}
+}
+
+func stringEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "HumanName":
+		m := obj(v)
+		// Each part is its own entry: "given=jo" must match a name whose
+		// given is "Jo" even if the family comes first in the text.
+		for _, s := range strs(m, "family") {
+			out = append(out, stringEntry(code, s))
+		}
+		for _, k := range [...]string{"given", "prefix", "suffix", "text"} {
+			for _, s := range strs(m, k) {
+				out = append(out, stringEntry(code, s))
+			}
+		}
+	case "Address":
+		m := obj(v)
+		for _, k := range [...]string{"line", "city", "district", "state", "postalCode", "country", "text"} {
+			for _, s := range strs(m, k) {
+				out = append(out, stringEntry(code, s))
+			}
+		}
+	case "string", "markdown", "code", "id", "uri", "url", "canonical", "String", "uuid", "oid":
+		if s, ok := primitive(v); ok {
+			out = append(out, stringEntry(code, s))
+		}
+	}
+	return out
+}
+
+func tokenEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "Coding":
+		m := obj(v)
+		if c := codingEntry(code, m, ""); c.Code != "" || c.System != "" {
+			out = append(out, c)
+		}
+	case "CodeableConcept":
+		m := obj(v)
+		text := str(m, "text")
+		for _, c := range list(m, "coding") {
+			if e := codingEntry(code, c, text); e.Code != "" || e.System != "" {
+				out = append(out, e)
+			}
+		}
+		if text != "" && len(out) == 0 {
+			// Text only: no equality keys, but :text still finds it.
+			out = append(out, Entry{Param: code, Kind: KindToken, Text: text})
+		}
+	case "Identifier":
+		m := obj(v)
+		e := Entry{Param: code, Kind: KindToken, System: str(m, "system"), Code: str(m, "value")}
+		if t, ok := m["type"].(map[string]any); ok {
+			e.Text = str(t, "text")
+			if cs := list(t, "coding"); len(cs) > 0 {
+				e.TypeSystem, e.TypeCode = str(cs[0], "system"), str(cs[0], "code")
+				if e.Text == "" {
+					e.Text = str(cs[0], "display")
+				}
+			}
+		}
+		if e.Code != "" || e.System != "" {
+			out = append(out, e)
+		}
+	case "ContactPoint":
+		// R4 matches telecom tokens on the value; the expressions already
+		// select by ContactPoint.system (phone, email).
+		m := obj(v)
+		if s := str(m, "value"); s != "" {
+			out = append(out, Entry{Param: code, Kind: KindToken, Code: s})
+		}
+	case "boolean", "Boolean", "code", "string", "String", "id", "uri", "url", "canonical", "oid", "uuid", "markdown", "integer", "Integer", "positiveInt", "unsignedInt":
+		if s, ok := primitive(v); ok {
+			out = append(out, Entry{Param: code, Kind: KindToken, Code: s})
+		}
+	}
+	return out
+}
+
+func codingEntry(code string, m map[string]any, text string) Entry {
+	e := Entry{Param: code, Kind: KindToken, System: str(m, "system"), Code: str(m, "code"), Text: str(m, "display")}
+	if text != "" {
+		if e.Text == "" {
+			e.Text = text
+		} else {
+			e.Text = text + " " + e.Text // :text matches either
+		}
+	}
+	return e
+}
+
+func uriEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "uri", "url", "canonical", "oid", "uuid", "string", "String", "code", "id":
+		if s, ok := primitive(v); ok {
+			out = append(out, Entry{Param: code, Kind: KindURI, URI: s})
+		}
+	}
+	return out
+}
+
+func referenceEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "Reference":
+		m := obj(v)
+		e := Entry{Param: code, Kind: KindReference}
+		if ref := str(m, "reference"); ref != "" && !strings.HasPrefix(ref, "#") {
+			// Contained references ("#id") point inside this resource and
+			// are not searchable by id; their identifier still is.
+			e.RefType, e.RefID, e.RefVersion, e.URL = parseReference(ref)
+		}
+		if e.RefType == "" && e.RefID != "" {
+			e.RefType = str(m, "type")
+		}
+		if id, ok := m["identifier"].(map[string]any); ok {
+			e.IdentSystem, e.IdentValue = str(id, "system"), str(id, "value")
+		}
+		if e.RefID != "" || e.URL != "" || e.IdentValue != "" || e.IdentSystem != "" {
+			out = append(out, e)
+		}
+	case "canonical", "uri", "url", "String", "string":
+		if s, ok := primitive(v); ok && !strings.HasPrefix(s, "#") {
+			e := Entry{Param: code, Kind: KindReference}
+			if typ == "canonical" {
+				// A canonical may pin a version: "url|1.0".
+				if i := strings.LastIndexByte(s, '|'); i >= 0 {
+					s, e.RefVersion = s[:i], s[i+1:]
+				}
+				e.URL = s
+			} else {
+				var ver string
+				e.RefType, e.RefID, ver, e.URL = parseReference(s)
+				if e.RefVersion == "" {
+					e.RefVersion = ver
+				}
+			}
+			if e.RefID != "" || e.URL != "" {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// parseReference splits a literal reference: "Type/id",
+// "Type/id/_history/v", an absolute URL ending in one of those (url is
+// then the whole reference, minus the history part), or any other
+// absolute URI (urn:uuid:…, urn:oid:…), kept as url only. A relative
+// reference with an unknown type gives nothing.
+func parseReference(ref string) (typ, id, version, url string) {
+	abs := strings.Contains(ref, ":")
+	path := ref
+	if abs {
+		url = ref
+	}
+	if i := strings.Index(path, "/_history/"); i >= 0 {
+		version = path[i+len("/_history/"):]
+		path = path[:i]
+		if abs {
+			url = path
+		}
+		if strings.Contains(version, "/") {
+			return "", "", "", url
+		}
+	}
+	j := strings.LastIndexByte(path, '/')
+	if j <= 0 {
+		return "", "", "", url
+	}
+	id = path[j+1:]
+	head := path[:j]
+	typ = head[strings.LastIndexByte(head, '/')+1:]
+	if !profiles.IsResourceType(typ) || id == "" || !validID(id) {
+		return "", "", "", url
+	}
+	return typ, id, version, url
+}
+
+// validID checks the FHIR id syntax [A-Za-z0-9\-\.]{1,64}.
+func validID(id string) bool {
+	if len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,309 @@
+package search
+
+import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+)
+
+// ucumSystem is the code system of UCUM units.
+const ucumSystem = "http://unitsofmeasure.org"
+
+// currencySystem is the code system of Money.currency.
+const currencySystem = "urn:iso:std:iso:4217"
+
+func dateEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "date", "dateTime", "instant", "Date", "DateTime":
+		if s, ok := primitive(v); ok {
+			if d, err := fhirtime.Parse(s); err == nil {
+				out = append(out, Entry{Param: code, Kind: KindDate, Low: d.Low, High: d.High})
+			}
+		}
+	case "Period":
+		if e, ok := periodEntry(code, obj(v)); ok {
+			out = append(out, e)
+		}
+	case "Timing":
+		// Each event is a date of its own; the repeat bounds, when a Period,
+		// span the whole schedule.
+		m := obj(v)
+		for _, s := range strs(m, "event") {
+			if d, err := fhirtime.Parse(s); err == nil {
+				out = append(out, Entry{Param: code, Kind: KindDate, Low: d.Low, High: d.High})
+			}
+		}
+		if rep, ok := m["repeat"].(map[string]any); ok {
+			if bp, ok := rep["boundsPeriod"].(map[string]any); ok {
+				if e, ok := periodEntry(code, bp); ok {
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// periodEntry spans from the start of start to the end of end; a missing
+// end means ongoing (unbounded), a missing start unbounded in the past.
+// A Period with neither, or with an unparsable bound, gives nothing.
+func periodEntry(code string, m map[string]any) (Entry, bool) {
+	e := Entry{Param: code, Kind: KindDate, Low: MinTime, High: MaxTime}
+	start, end := str(m, "start"), str(m, "end")
+	if start == "" && end == "" {
+		return e, false
+	}
+	if start != "" {
+		d, err := fhirtime.Parse(start)
+		if err != nil {
+			return e, false
+		}
+		e.Low = d.Low
+	}
+	if end != "" {
+		d, err := fhirtime.Parse(end)
+		if err != nil {
+			return e, false
+		}
+		e.High = d.High
+	}
+	return e, true
+}
+
+// numberLiteral returns the decimal text of a number item.
+func numberLiteral(v fhirpath.Value) (string, bool) {
+	switch x := v.Raw().(type) {
+	case json.Number:
+		return string(x), true
+	case nil:
+		if v.IsSystem() {
+			s := v.String()
+			return s, s != ""
+		}
+	}
+	if v.IsSystem() {
+		return "", false
+	}
+	s := v.String() // float64 input (decoded without UseNumber)
+	return s, s != ""
+}
+
+// precisionRange returns the value of a decimal literal and the range its
+// implicit precision denotes: half a unit of the last stated digit either
+// side, [v-h, v+h). The FHIR search page: "5.4" means [5.35, 5.45), "100"
+// means [99.5, 100.5), "1e2" means [50, 150).
+func precisionRange(lit string) (val, low, high *big.Rat, ok bool) {
+	val, ok = new(big.Rat).SetString(lit)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	mant, exp := lit, 0
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		mant = lit[:i]
+		e, ok := new(big.Int).SetString(strings.TrimPrefix(lit[i+1:], "+"), 10)
+		if !ok || !e.IsInt64() || e.Int64() > 1000 || e.Int64() < -1000 {
+			return val, val, val, true // absurd exponent: treat as exact
+		}
+		exp = int(e.Int64())
+	}
+	frac := 0
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		frac = len(mant) - i - 1
+	}
+	half := halfUnit(exp - frac) // the last digit is worth 10^(exp-frac)
+	low = new(big.Rat).Sub(val, half)
+	high = new(big.Rat).Add(val, half)
+	return val, low, high, true
+}
+
+// halves caches 5·10^(place-1) for common places: building it is most of
+// the cost of a precision range.
+var halves = func() [41]*big.Rat {
+	var t [41]*big.Rat
+	for i := range t {
+		t[i] = computeHalf(i - 20)
+	}
+	return t
+}()
+
+// halfUnit returns half of 10^place; the result must not be modified.
+func halfUnit(place int) *big.Rat {
+	if place >= -20 && place <= 20 {
+		return halves[place+20]
+	}
+	return computeHalf(place)
+}
+
+func computeHalf(place int) *big.Rat {
+	half := new(big.Rat).SetInt64(5)
+	ten := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(place-1))), nil)
+	if place-1 >= 0 {
+		return half.Mul(half, new(big.Rat).SetInt(ten))
+	}
+	return half.Quo(half, new(big.Rat).SetInt(ten))
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// isIntegerType reports FHIR and System integer types, which are exact:
+// the search page says searches on integers are exact matches.
+func isIntegerType(typ string) bool {
+	switch typ {
+	case "integer", "positiveInt", "unsignedInt", "Integer", "integer64":
+		return true
+	}
+	return false
+}
+
+func numberEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "integer", "positiveInt", "unsignedInt", "Integer", "decimal", "Decimal":
+		lit, ok := numberLiteral(v)
+		if !ok {
+			return out
+		}
+		e := Entry{Param: code, Kind: KindNumber}
+		if isIntegerType(typ) {
+			r, ok := new(big.Rat).SetString(lit)
+			if !ok {
+				return out
+			}
+			e.Value, e.NumLow, e.NumHigh = r, r, r
+		} else if e.Value, e.NumLow, e.NumHigh, ok = precisionRange(lit); !ok {
+			return out
+		}
+		out = append(out, e)
+	case "Range":
+		if e, ok := rangeEntry(code, KindNumber, obj(v)); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func quantityEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+	switch typ {
+	case "Quantity", "Age", "Duration", "Distance", "Count", "SimpleQuantity", "MoneyQuantity":
+		if e, ok := quantityEntry(code, obj(v)); ok {
+			out = append(out, e)
+		}
+	case "Money":
+		m := obj(v)
+		lit, ok := numLit(m["value"])
+		if !ok {
+			return out
+		}
+		e := Entry{Param: code, Kind: KindQuantity, Code: str(m, "currency"), Unit: str(m, "currency")}
+		if e.Code != "" {
+			e.System = currencySystem
+		}
+		if e.Value, e.NumLow, e.NumHigh, ok = precisionRange(lit); ok {
+			out = append(out, e)
+		}
+	case "Range":
+		if e, ok := rangeEntry(code, KindQuantity, obj(v)); ok {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func numLit(x any) (string, bool) {
+	if n, ok := x.(json.Number); ok {
+		return string(n), true
+	}
+	if f, ok := x.(float64); ok && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		// Decoded without UseNumber: the shortest form that reads back.
+		return strconv.FormatFloat(f, 'g', -1, 64), true
+	}
+	return "", false
+}
+
+// quantityEntry converts a Quantity: its value with the implicit
+// precision range (a comparator opens one side: "<5" is (-∞, 5]), the
+// unit system and code, and the canonical UCUM form when convertible.
+func quantityEntry(code string, m map[string]any) (Entry, bool) {
+	lit, ok := numLit(m["value"])
+	if !ok {
+		return Entry{}, false
+	}
+	e := Entry{Param: code, Kind: KindQuantity, System: str(m, "system"), Code: str(m, "code"), Unit: str(m, "unit")}
+	if e.Value, e.NumLow, e.NumHigh, ok = precisionRange(lit); !ok {
+		return Entry{}, false
+	}
+	switch str(m, "comparator") {
+	case "<", "<=":
+		e.NumLow, e.NumHigh = nil, e.Value
+	case ">", ">=":
+		e.NumLow, e.NumHigh = e.Value, nil
+	}
+	canonicalize(&e)
+	return e, true
+}
+
+// canonicalize fills the Canon fields when the unit is UCUM. Special
+// (non-linear) units such as Cel are monotonic, so the bounds convert
+// bound by bound.
+func canonicalize(e *Entry) {
+	if e.Code == "" || (e.System != "" && e.System != ucumSystem) {
+		return
+	}
+	if e.System == "" {
+		return // a bare code may be any unit system's
+	}
+	cv, cu, ok := ucum.Canonical(e.Value, e.Code)
+	if !ok {
+		return
+	}
+	e.CanonValue, e.CanonUnit = cv, cu
+	if e.NumLow != nil {
+		e.CanonLow, _, _ = ucum.Canonical(e.NumLow, e.Code)
+	}
+	if e.NumHigh != nil {
+		e.CanonHigh, _, _ = ucum.Canonical(e.NumHigh, e.Code)
+	}
+}
+
+// rangeEntry converts a Range to [low.value, high.value], inclusive as
+// stated; a missing side is open. The unit is taken from low, else high.
+func rangeEntry(code string, k Kind, m map[string]any) (Entry, bool) {
+	lo, _ := m["low"].(map[string]any)
+	hi, _ := m["high"].(map[string]any)
+	e := Entry{Param: code, Kind: k}
+	if l, ok := numLit(lo["value"]); ok {
+		e.NumLow, _ = new(big.Rat).SetString(l)
+	}
+	if h, ok := numLit(hi["value"]); ok {
+		e.NumHigh, _ = new(big.Rat).SetString(h)
+	}
+	if e.NumLow == nil && e.NumHigh == nil {
+		return Entry{}, false
+	}
+	if k == KindQuantity {
+		u := lo
+		if str(u, "code") == "" && str(u, "unit") == "" {
+			u = hi
+		}
+		e.System, e.Code, e.Unit = str(u, "system"), str(u, "code"), str(u, "unit")
+		if e.System == ucumSystem && e.Code != "" {
+			if e.NumLow != nil {
+				e.CanonLow, e.CanonUnit, _ = ucum.Canonical(e.NumLow, e.Code)
+			}
+			if e.NumHigh != nil {
+				e.CanonHigh, e.CanonUnit, _ = ucum.Canonical(e.NumHigh, e.Code)
+			}
+		}
+	}
+	return e, true
+}

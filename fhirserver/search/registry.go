@@ -1,0 +1,567 @@
+package search
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// Component is one part of a composite parameter, resolved at build time.
+type Component struct {
+	Definition string // canonical URL of the component's SearchParameter
+	Code       string // that parameter's code
+	Type       string // that parameter's type (token, quantity, date, …)
+	Expression string // relative to each item of the composite
+	// expr evaluates Expression on the item bound to %item (the item
+	// keeps its FHIR type, which a raw JSON node would lose).
+	expr *fhirpath.Expression
+	// need is the element of the item the component starts from ("" when
+	// not a plain path): an item without it cannot match, and composites
+	// are skipped before any evaluation (an Observation with a Quantity
+	// value has no code-value-concept entry).
+	need string
+	// plain is Expression compiled as is, evaluated directly on the
+	// resource when the composite's item is the resource itself
+	// (Observation code-value-*), which saves binding %item.
+	plain *fhirpath.Expression
+}
+
+// Param is a search parameter as it applies to one resource type.
+type Param struct {
+	Code, Type, URL string
+	Base            []string // every base of the SearchParameter
+	Targets         []string // reference targets
+	// Expression is the SearchParameter's full expression; Expr is the
+	// compiled form for this resource type (only the union branches that
+	// can apply to it). Expr is nil when the parameter is not indexable.
+	Expression string
+	Expr       *fhirpath.Expression
+	Components []Component
+	Custom     bool // posted to the server rather than from the core spec
+	// need lists the top-level elements (base names of choices) one of
+	// which the resource must have for Expr to yield anything; nil when
+	// the expression is not a plain path and must always be evaluated.
+	// Most parameters of a resource type are absent from any one
+	// resource, and skipping them is the main saving of Extract.
+	need []string
+}
+
+// Indexable reports whether Extract produces entries for the parameter:
+// it has an expression and a type with an index form (not special).
+func (p *Param) Indexable() bool { return p.Expr != nil && kindOf(p.Type) != 0 }
+
+// typeParams is the immutable parameter set of one resource type; AddCustom
+// replaces it wholesale (copy on write) so readers hold no lock while
+// extracting.
+type typeParams struct {
+	list   []*Param // sorted by code
+	byCode map[string]*Param
+}
+
+// Registry holds the search parameters of every resource type. It is safe
+// for concurrent use.
+type Registry struct {
+	mu     sync.RWMutex
+	types  map[string]*typeParams
+	byURL  map[string]*profiles.SearchParameter // for composite components
+	whole  bool                                 // reference mode: whole expressions, no shortcuts (tests, benchmarks)
+	custom map[string]profiles.SearchParameter  // by URL
+}
+
+// NewRegistry builds the registry from the R4 SearchParameters of package
+// profiles. Parameters based on Resource or DomainResource apply to every
+// resource type.
+func NewRegistry() (*Registry, error) { return newRegistry(false) }
+
+// newRegistry with whole=true compiles each expression unsplit and
+// evaluates every parameter without the element filters: the tests check
+// that the optimized registry gives the same entries, and the benchmark
+// measures what the optimizations save.
+func newRegistry(whole bool) (*Registry, error) {
+	sps, err := profiles.SearchParameters()
+	if err != nil {
+		return nil, fmt.Errorf("search: loading SearchParameters: %w", err)
+	}
+	r := &Registry{types: map[string]*typeParams{}, byURL: map[string]*profiles.SearchParameter{}, whole: whole, custom: map[string]profiles.SearchParameter{}}
+	for i := range sps {
+		r.byURL[sps[i].URL] = &sps[i]
+	}
+	build := map[string]map[string]*Param{}
+	for _, t := range profiles.ResourceTypes() {
+		build[t] = map[string]*Param{}
+	}
+	for i := range sps {
+		sp := &sps[i]
+		for _, t := range expandBase(sp.Base) {
+			m, ok := build[t]
+			if !ok {
+				continue
+			}
+			if _, dup := m[sp.Code]; dup {
+				continue // the first definition in specification order wins
+			}
+			p, err := r.makeParam(sp, t)
+			if err != nil {
+				return nil, err
+			}
+			m[sp.Code] = p
+		}
+	}
+	for t, m := range build {
+		r.types[t] = newTypeParams(m)
+	}
+	return r, nil
+}
+
+func newTypeParams(m map[string]*Param) *typeParams {
+	tp := &typeParams{byCode: m, list: make([]*Param, 0, len(m))}
+	for _, p := range m {
+		tp.list = append(tp.list, p)
+	}
+	slices.SortFunc(tp.list, func(a, b *Param) int { return strings.Compare(a.Code, b.Code) })
+	return tp
+}
+
+// expandBase turns Resource and DomainResource into every resource type
+// (all concrete R4 types but Bundle, Binary and Parameters are domain
+// resources; the difference does not matter for the few such parameters).
+func expandBase(base []string) []string {
+	var out []string
+	for _, b := range base {
+		if b == "Resource" || b == "DomainResource" {
+			return profiles.ResourceTypes()
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// makeParam compiles sp for resource type t.
+func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, error) {
+	p := &Param{
+		Code: sp.Code, Type: sp.Type, URL: sp.URL,
+		Base: sp.Base, Targets: sp.Target, Expression: sp.Expression,
+	}
+	if sp.Expression == "" || kindOf(sp.Type) == 0 {
+		return p, nil // kept for lookup, not indexed
+	}
+	src := sp.Expression
+	if !r.whole {
+		src = branchesFor(sp.Expression, t)
+	}
+	expr, err := compileCached(src)
+	if err != nil {
+		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
+	}
+	p.Expr = expr
+	p.need = needs(src)
+	for _, c := range sp.Component {
+		def, ok := r.byURL[c.Definition]
+		if !ok {
+			return nil, fmt.Errorf("search: composite parameter %s: unknown component %s", sp.Code, c.Definition)
+		}
+		if kindOf(def.Type) == 0 || def.Type == "composite" {
+			return nil, fmt.Errorf("search: composite parameter %s: component %s has type %s", sp.Code, c.Definition, def.Type)
+		}
+		ce, err := compileCached("%item.select(" + c.Expression + ")")
+		if err != nil {
+			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
+		}
+		plain, err := compileCached(c.Expression)
+		if err != nil {
+			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
+		}
+		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression, expr: ce, plain: plain, need: relativeNeed(c.Expression)})
+	}
+	return p, nil
+}
+
+// compiled caches compiled expressions by source: the same branch (e.g.
+// "Resource.meta.tag") is shared by every resource type. Expressions are
+// immutable, so sharing is safe.
+var compiled sync.Map // string -> *fhirpath.Expression
+
+func compileCached(src string) (*fhirpath.Expression, error) {
+	if e, ok := compiled.Load(src); ok {
+		return e.(*fhirpath.Expression), nil
+	}
+	e, err := fhirpath.Compile(src)
+	if err != nil {
+		return nil, err
+	}
+	compiled.Store(src, e)
+	return e, nil
+}
+
+// branchesFor keeps the top-level union branches of expr that can apply
+// to resource type t: those whose first step is t, and those that are
+// type-agnostic (Resource.…, or a first step that is not a resource
+// type). R4 writes multi-base parameters as "Patient.name |
+// Practitioner.name | …"; evaluating the branches of other types is
+// wasted work (they yield nothing), so they are dropped at build time.
+// If nothing is kept the whole expression is returned unchanged.
+func branchesFor(expr, t string) string {
+	parts := splitUnion(expr)
+	if len(parts) < 2 {
+		return expr
+	}
+	var kept []string
+	for _, b := range parts {
+		first := firstIdent(b)
+		if first == t || !profiles.IsResourceType(first) || strings.Contains(b, "|") {
+			kept = append(kept, strings.TrimSpace(b))
+		}
+	}
+	if len(kept) == 0 {
+		return expr
+	}
+	return strings.Join(kept, " | ")
+}
+
+// splitUnion splits s at '|' outside parentheses, brackets, braces and
+// string or delimited-identifier literals.
+func splitUnion(s string) []string {
+	var parts []string
+	depth, start := 0, 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '`':
+			quote = c
+		case c == '(' || c == '[' || c == '{':
+			depth++
+		case c == ')' || c == ']' || c == '}':
+			depth--
+		case c == '|' && depth == 0:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// firstIdent returns the first identifier of a branch, skipping white
+// space and opening parentheses.
+func firstIdent(s string) string {
+	s = strings.TrimLeft(s, " \t\r\n(")
+	end := 0
+	for end < len(s) {
+		c := s[end]
+		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || end > 0 && '0' <= c && c <= '9' {
+			end++
+			continue
+		}
+		break
+	}
+	return s[:end]
+}
+
+// needs returns the top-level element names the union branches of expr
+// start with ("Patient.name | Patient.address" → name, address), or nil
+// when a branch is not of the form Type.element… (a function at the top,
+// a nested union, a variable).
+func needs(expr string) []string {
+	var out []string
+	for _, b := range splitUnion(expr) {
+		if strings.Contains(b, "|") || !emptyPropagating(b) {
+			return nil
+		}
+		b = strings.TrimLeft(b, " \t\r\n(")
+		first := firstIdent(b)
+		if first != "Resource" && first != "DomainResource" && !profiles.IsResourceType(first) {
+			return nil
+		}
+		rest := b[len(first):]
+		if !strings.HasPrefix(rest, ".") {
+			return nil
+		}
+		rest = rest[1:]
+		elem := firstIdent(rest)
+		if elem == "" {
+			return nil
+		}
+		after := strings.TrimLeft(rest[len(elem):], " \t\r\n")
+		if strings.HasPrefix(after, "(") {
+			return nil // a function on the resource, not an element
+		}
+		if !slices.Contains(out, elem) {
+			out = append(out, elem)
+		}
+	}
+	return out
+}
+
+// emptyFuncs are the functions that return empty on empty input; a path
+// made only of steps, these functions and the infix as/is yields nothing
+// when its first element is absent. Others (exists(), empty(), not(),
+// count(), and, =, …) make values from nothing: Patient.deceased.exists()
+// and … is false, not empty, for a Patient without deceased[x].
+var emptyFuncs = map[string]bool{
+	"where": true, "as": true, "ofType": true, "resolve": true, "extension": true,
+	"first": true, "last": true, "select": true, "is": true, "single": true,
+	"tail": true, "distinct": true, "children": true, "descendants": true,
+}
+
+// emptyPropagating reports whether branch is a plain navigation path in
+// the sense of emptyFuncs (function arguments are not inspected: they are
+// only evaluated for items that exist).
+func emptyPropagating(branch string) bool {
+	depth := 0
+	var quote byte
+	word := ""
+	for i := 0; i < len(branch); i++ {
+		c := branch[i]
+		if quote != 0 {
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+			continue
+		}
+		isIdent := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if depth > 0 {
+			switch c {
+			case '(', '[':
+				depth++
+			case ')', ']':
+				depth--
+			case '\'', '`':
+				quote = c
+			}
+			continue
+		}
+		switch {
+		case isIdent:
+			word += string(c)
+			continue
+		case c == '(' && word == "":
+			// A parenthesised group: its content must be a plain path too.
+			end := matchParen(branch, i)
+			if end < 0 || !emptyPropagating(branch[i+1:end]) {
+				return false
+			}
+			i = end
+		case c == '(':
+			// A call must be of an empty-propagating function.
+			if !emptyFuncs[word] {
+				return false
+			}
+			depth++
+		case c == '[':
+			depth++
+		case c == '`':
+			quote = c
+		case c == '.', c == ' ', c == '\t', c == '\n', c == '\r', c == ')':
+		default:
+			return false
+		}
+		if word == "and" || word == "or" || word == "xor" || word == "implies" || word == "div" || word == "mod" || word == "in" || word == "contains" {
+			return false
+		}
+		word = ""
+	}
+	switch word {
+	case "and", "or", "xor", "implies", "div", "mod", "in", "contains":
+		return false
+	}
+	return true
+}
+
+// matchParen returns the index of the parenthesis closing the one at
+// open, or -1.
+func matchParen(s string, open int) int {
+	depth := 0
+	var quote byte
+	for i := open; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '`':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// relativeNeed returns the element of the item a relative path such as
+// "code" or "value.as(Quantity)" starts from, or "" when it is not a
+// plain path. A choice narrowed to one type gives the JSON name of that
+// choice ("value.as(Quantity)" → "valueQuantity"), so that items with
+// another type of value are skipped without evaluation.
+func relativeNeed(expr string) string {
+	expr = strings.TrimSpace(expr)
+	if strings.ContainsAny(expr, "|%$") {
+		return ""
+	}
+	first := firstIdent(expr)
+	if first == "" || profiles.IsResourceType(first) {
+		return ""
+	}
+	rest := strings.TrimLeft(expr[len(first):], " \t\r\n")
+	if strings.HasPrefix(rest, "(") {
+		return ""
+	}
+	for _, fn := range []string{".as(", ".ofType("} {
+		if strings.HasPrefix(rest, fn) && strings.HasSuffix(rest, ")") {
+			typ := rest[len(fn) : len(rest)-1]
+			// Quantity has subtypes (Age, Duration…) that as() accepts
+			// under other JSON names: not narrowed.
+			if firstIdent(typ) == typ && typ != "" && typ != "Quantity" {
+				return first + strings.ToUpper(typ[:1]) + typ[1:]
+			}
+		}
+	}
+	return first
+}
+
+// Lookup returns the parameter code of resourceType.
+func (r *Registry) Lookup(resourceType, code string) (*Param, bool) {
+	tp := r.typeParams(resourceType)
+	if tp == nil {
+		return nil, false
+	}
+	p, ok := tp.byCode[code]
+	return p, ok
+}
+
+// Params returns the parameters of resourceType sorted by code. The
+// caller may keep the slice; the Params are shared and must not be
+// modified.
+func (r *Registry) Params(resourceType string) []*Param {
+	tp := r.typeParams(resourceType)
+	if tp == nil {
+		return nil
+	}
+	return slices.Clone(tp.list)
+}
+
+func (r *Registry) typeParams(t string) *typeParams {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.types[t]
+}
+
+// validCode reports whether code is a usable parameter name: letters,
+// digits, '-', '_' and '.', not starting with a digit or '-'; the query
+// syntax reserves ':' (modifiers), '.' at the start, '=', '&', '$', '|'
+// and ',' (values).
+func validCode(code string) bool {
+	if code == "" || len(code) > 64 {
+		return false
+	}
+	for i := 0; i < len(code); i++ {
+		c := code[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '_':
+		case '0' <= c && c <= '9', c == '-', c == '.':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+var validTypes = map[string]bool{"number": true, "date": true, "string": true, "token": true, "reference": true, "composite": true, "quantity": true, "uri": true, "special": true}
+
+// AddCustom registers a SearchParameter posted to the server; from then
+// on Extract indexes it. A parameter with the URL of an earlier custom
+// one replaces it; a code already used on a base type by a different
+// parameter is refused, as are unknown base types, unknown types and
+// expressions that do not compile. Existing resources are not reindexed
+// here (that is the job of $reindex).
+func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
+	if sp.URL == "" {
+		return errors.New("search: SearchParameter.url is required")
+	}
+	if !validCode(sp.Code) {
+		return fmt.Errorf("search: SearchParameter.code %q is not a valid parameter name", sp.Code)
+	}
+	if !validTypes[sp.Type] {
+		return fmt.Errorf("search: SearchParameter.type %q is not a search parameter type", sp.Type)
+	}
+	if len(sp.Base) == 0 {
+		return errors.New("search: SearchParameter.base is required")
+	}
+	for _, b := range sp.Base {
+		if b != "Resource" && b != "DomainResource" && !profiles.IsResourceType(b) {
+			return fmt.Errorf("search: SearchParameter.base %q is not a resource type", b)
+		}
+	}
+	if sp.Type != "special" && sp.Expression == "" {
+		return fmt.Errorf("search: SearchParameter %s of type %s needs an expression", sp.Code, sp.Type)
+	}
+	if sp.Type == "composite" && len(sp.Component) < 2 {
+		return fmt.Errorf("search: composite SearchParameter %s needs at least two components", sp.Code)
+	}
+	for _, t := range sp.Target {
+		if !profiles.IsResourceType(t) {
+			return fmt.Errorf("search: SearchParameter.target %q is not a resource type", t)
+		}
+	}
+	sp.Base = slices.Clone(sp.Base)
+	sp.Target = slices.Clone(sp.Target)
+	sp.Component = slices.Clone(sp.Component)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, core := r.byURL[sp.URL]; core && r.custom[sp.URL].URL == "" {
+		return fmt.Errorf("search: %s is the URL of a core parameter", sp.URL)
+	}
+	next := map[string]*typeParams{}
+	for _, t := range expandBase(sp.Base) {
+		tp := r.types[t]
+		if old, ok := tp.byCode[sp.Code]; ok && old.URL != sp.URL {
+			return fmt.Errorf("search: parameter %s already exists on %s (%s)", sp.Code, t, old.URL)
+		}
+		if old, ok := tp.byCode[sp.Code]; ok && !old.Custom {
+			return fmt.Errorf("search: parameter %s on %s is a core parameter and cannot be replaced", sp.Code, t)
+		}
+		p, err := r.makeParam(&sp, t)
+		if err != nil {
+			return err
+		}
+		p.Custom = true
+		m := make(map[string]*Param, len(tp.byCode)+1)
+		for k, v := range tp.byCode {
+			if v.URL != sp.URL { // drop the previous version of this parameter
+				m[k] = v
+			}
+		}
+		m[sp.Code] = p
+		next[t] = newTypeParams(m)
+	}
+	for t, tp := range next {
+		r.types[t] = tp
+	}
+	r.custom[sp.URL] = sp
+	r.byURL[sp.URL] = &sp // later composites may use it as a component
+	return nil
+}

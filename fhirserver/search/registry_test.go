@@ -1,0 +1,279 @@
+package search
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+func TestRegistryCoversAllResourceTypes(t *testing.T) {
+	r := testRegistry(t)
+	types := profiles.ResourceTypes()
+	if len(types) != 146 {
+		t.Fatalf("profiles has %d resource types, want the 146 of R4", len(types))
+	}
+	for _, typ := range types {
+		ps := r.Params(typ)
+		// Every type has at least the Resource-level parameters.
+		for _, code := range []string{"_id", "_lastUpdated", "_tag", "_profile", "_security", "_source"} {
+			if p, ok := r.Lookup(typ, code); !ok || !p.Indexable() {
+				t.Errorf("%s: %s missing or not indexable", typ, code)
+			}
+		}
+		if !slices.IsSortedFunc(ps, func(a, b *Param) int { return strings.Compare(a.Code, b.Code) }) {
+			t.Errorf("%s: Params not sorted by code", typ)
+		}
+	}
+}
+
+// TestEverySearchParameterCompiles checks that every R4 SearchParameter
+// with an expression is indexable on every base type, with the branch
+// compiled for that type, and that the whole expression compiles too.
+func TestEverySearchParameterCompiles(t *testing.T) {
+	r := testRegistry(t)
+	sps, err := profiles.SearchParameters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sp := range sps {
+		if sp.Expression == "" {
+			continue
+		}
+		n++
+		if _, err := fhirpath.Compile(sp.Expression); err != nil {
+			t.Errorf("%s: %v", sp.URL, err)
+		}
+		if sp.Type == "special" {
+			continue
+		}
+		for _, typ := range expandBase(sp.Base) {
+			p, ok := r.Lookup(typ, sp.Code)
+			if !ok {
+				t.Errorf("%s: %s not registered", typ, sp.Code)
+				continue
+			}
+			if !p.Indexable() {
+				t.Errorf("%s: %s has an expression but is not indexable", typ, sp.Code)
+			}
+		}
+	}
+	if n < 1000 {
+		t.Errorf("only %d SearchParameters with an expression", n)
+	}
+}
+
+func TestNotIndexableKept(t *testing.T) {
+	r := testRegistry(t)
+	for _, code := range []string{"_text", "_content"} {
+		p, ok := r.Lookup("Patient", code)
+		if !ok {
+			t.Errorf("%s not registered", code)
+			continue
+		}
+		if p.Indexable() {
+			t.Errorf("%s should not be indexable", code)
+		}
+	}
+	if _, ok := r.Lookup("Patient", "no-such-param"); ok {
+		t.Error("unknown code found")
+	}
+	if _, ok := r.Lookup("NoSuchType", "_id"); ok {
+		t.Error("unknown type found")
+	}
+	if r.Params("NoSuchType") != nil {
+		t.Error("Params of an unknown type")
+	}
+}
+
+func TestLookupFields(t *testing.T) {
+	r := testRegistry(t)
+	p, ok := r.Lookup("Observation", "subject")
+	if !ok || p.Type != "reference" || p.URL != "http://hl7.org/fhir/SearchParameter/Observation-subject" {
+		t.Fatalf("Observation subject = %+v", p)
+	}
+	if !slices.Contains(p.Targets, "Patient") {
+		t.Errorf("targets %v lack Patient", p.Targets)
+	}
+	c, ok := r.Lookup("Observation", "code-value-quantity")
+	if !ok || len(c.Components) != 2 || c.Components[0].Type != "token" || c.Components[1].Type != "quantity" {
+		t.Fatalf("code-value-quantity = %+v", c)
+	}
+}
+
+func TestBranchesFor(t *testing.T) {
+	tests := []struct{ expr, typ, want string }{
+		{"Patient.name | Practitioner.name", "Patient", "Patient.name"},
+		{"Patient.name | Practitioner.name", "Practitioner", "Practitioner.name"},
+		{"Resource.meta.tag", "Patient", "Resource.meta.tag"},
+		{"(ActivityDefinition.useContext.value.ofType(Quantity)) | (ActivityDefinition.useContext.value.ofType(Range)) | (CodeSystem.useContext.value.ofType(Quantity))", "ActivityDefinition",
+			"(ActivityDefinition.useContext.value.ofType(Quantity)) | (ActivityDefinition.useContext.value.ofType(Range))"},
+		// A nested union is kept whole: it may name several types.
+		{"(Patient.a | Group.b).c | Group.d", "Patient", "(Patient.a | Group.b).c"},
+		{"Patient.x.where(code = 'a|b') | Group.y", "Patient", "Patient.x.where(code = 'a|b')"},
+		// No branch for the type: the whole expression (yields nothing).
+		{"Patient.name | Practitioner.name", "Group", "Patient.name | Practitioner.name"},
+	}
+	for _, tt := range tests {
+		if got := branchesFor(tt.expr, tt.typ); got != tt.want {
+			t.Errorf("branchesFor(%q, %s) = %q, want %q", tt.expr, tt.typ, got, tt.want)
+		}
+	}
+}
+
+func TestNeeds(t *testing.T) {
+	tests := []struct {
+		expr string
+		want []string
+	}{
+		{"Patient.name", []string{"name"}},
+		{"Observation.code | Observation.component.code", []string{"code", "component"}},
+		{"(Observation.value.ofType(Quantity)) | (Observation.value.ofType(SampledData))", []string{"value"}},
+		{"Resource.meta.tag", []string{"meta"}},
+		{"Observation", nil},
+		{"Patient.extension('x').value", nil},
+		{"%resource.id", nil},
+		{"Patient.deceased.exists() and Patient.deceased != false", nil},
+		{"(Patient.deceased.exists())", nil},
+		{"Patient.telecom.where(system='phone')", []string{"telecom"}},
+		{"(Observation.value.ofType(CodeableConcept)).text", []string{"value"}},
+		{"Observation.subject.where(resolve() is Patient)", []string{"subject"}},
+		{"Patient.name.count()", nil},
+		{"Patient.active = true", nil},
+	}
+	for _, tt := range tests {
+		if got := needs(tt.expr); !slices.Equal(got, tt.want) {
+			t.Errorf("needs(%q) = %q, want %q", tt.expr, got, tt.want)
+		}
+	}
+}
+
+func TestAddCustom(t *testing.T) {
+	r, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := profiles.SearchParameter{
+		URL: "http://example.org/SearchParameter/patient-nickname", Code: "nickname",
+		Base: []string{"Patient"}, Type: "string",
+		Expression: "Patient.name.where(use = 'nickname').text",
+	}
+	if err := r.AddCustom(sp); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := r.Lookup("Patient", "nickname")
+	if !ok || !p.Custom || !p.Indexable() {
+		t.Fatalf("custom parameter not registered: %+v", p)
+	}
+	es, err := r.Extract(context.Background(), "Patient", loadFixture(t, "patient.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := byParam(es, "nickname")
+	if len(got) != 1 || got[0].Str != "jo muller" {
+		t.Errorf("nickname entries = %v", got)
+	}
+	// Replacing by URL is allowed.
+	sp.Expression = "Patient.name.where(use = 'nickname').given"
+	if err := r.AddCustom(sp); err != nil {
+		t.Errorf("replace: %v", err)
+	}
+
+	bad := []struct {
+		name string
+		sp   profiles.SearchParameter
+		want string
+	}{
+		{"no url", profiles.SearchParameter{Code: "x", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "url"},
+		{"bad code", profiles.SearchParameter{URL: "u1", Code: "a b", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "code"},
+		{"bad base", profiles.SearchParameter{URL: "u2", Code: "x", Base: []string{"Patientt"}, Type: "string", Expression: "Patient.id"}, "base"},
+		{"bad type", profiles.SearchParameter{URL: "u3", Code: "x", Base: []string{"Patient"}, Type: "text", Expression: "Patient.id"}, "type"},
+		{"no expression", profiles.SearchParameter{URL: "u4", Code: "x", Base: []string{"Patient"}, Type: "token"}, "expression"},
+		{"bad expression", profiles.SearchParameter{URL: "u5", Code: "x", Base: []string{"Patient"}, Type: "token", Expression: "Patient.name.("}, "x"},
+		{"clash with core", profiles.SearchParameter{URL: "u6", Code: "family", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "already exists"},
+		{"core url", profiles.SearchParameter{URL: "http://hl7.org/fhir/SearchParameter/individual-family", Code: "fam2", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "core"},
+		{"bad target", profiles.SearchParameter{URL: "u7", Code: "x", Base: []string{"Patient"}, Type: "reference", Expression: "Patient.link.other", Target: []string{"Nope"}}, "target"},
+		{"unknown component", profiles.SearchParameter{URL: "u8", Code: "x", Base: []string{"Patient"}, Type: "composite", Expression: "Patient",
+			Component: []profiles.SearchParameterComponent{{Definition: "http://nope", Expression: "id"}, {Definition: "http://nope2", Expression: "id"}}}, "component"},
+	}
+	for _, tt := range bad {
+		err := r.AddCustom(tt.sp)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want mention of %q", tt.name, err, tt.want)
+		}
+	}
+	if _, ok := r.Lookup("Patient", "x"); ok {
+		t.Error("a refused parameter was registered")
+	}
+}
+
+func TestAddCustomResourceBase(t *testing.T) {
+	r, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.AddCustom(profiles.SearchParameter{URL: "http://example.org/sp/version", Code: "version-id", Base: []string{"Resource"}, Type: "token", Expression: "Resource.meta.versionId"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"Patient", "Observation", "Bundle"} {
+		if _, ok := r.Lookup(typ, "version-id"); !ok {
+			t.Errorf("%s lacks version-id", typ)
+		}
+	}
+	es, err := r.Extract(context.Background(), "Observation", loadFixture(t, "observation.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := byParam(es, "version-id"); len(got) != 1 || got[0].Code != "2" {
+		t.Errorf("version-id entries = %v", got)
+	}
+}
+
+func byParam(es []Entry, code string) []Entry {
+	var out []Entry
+	for _, e := range es {
+		if e.Param == code {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestConcurrentExtractAndAddCustom runs under -race: readers extract
+// while a writer registers custom parameters.
+func TestConcurrentExtractAndAddCustom(t *testing.T) {
+	r, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := loadFixture(t, "observation.json")
+	done := make(chan struct{})
+	for range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 50 {
+				if _, err := r.Extract(context.Background(), "Observation", res); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 10 {
+		code := "custom-" + string(rune('a'+i))
+		if err := r.AddCustom(profiles.SearchParameter{URL: "http://example.org/sp/" + code, Code: code, Base: []string{"Observation"}, Type: "token", Expression: "Observation.status"}); err != nil {
+			t.Error(err)
+		}
+	}
+	<-done
+	<-done
+	es, _ := r.Extract(context.Background(), "Observation", res)
+	if got := byParam(es, "custom-j"); len(got) != 1 || got[0].Code != "final" {
+		t.Errorf("custom-j = %v", got)
+	}
+}
