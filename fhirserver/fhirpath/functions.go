@@ -428,32 +428,10 @@ var subsetFuncs = map[string]funcDef{
 		}
 		return in[:n:n], nil
 	}},
-	"intersect": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		return intersect(ec, in, other)
-	}},
-	"exclude": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		return exclude(ec, in, other)
-	}},
-	"union": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		return union(ec, in, other)
-	}},
-	"combine": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		other, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
+	"intersect": {1, 1, withOther(intersect)},
+	"exclude":   {1, 1, withOther(exclude)},
+	"union":     {1, 1, withOther(union)},
+	"combine": {1, 1, withOther(func(ec *evalCtx, in, other Collection) (Collection, error) {
 		if err := ec.check(); err != nil {
 			return nil, err
 		}
@@ -462,7 +440,7 @@ var subsetFuncs = map[string]funcDef{
 		}
 		out := make(Collection, 0, len(in)+len(other))
 		return append(append(out, in...), other...), nil
-	}},
+	})},
 }
 
 // smallSetOp is the combined size up to which the set functions compare
@@ -648,14 +626,22 @@ func eqBucket(v Value) (string, bool) {
 	return string(b), true
 }
 
-// subsetFunc implements subsetOf (input ⊆ argument) and, with swap,
-// supersetOf (argument ⊆ input).
-func subsetFunc(swap bool) funcImpl {
+// withOther adapts a function of the input and its one collection argument
+// (the set functions) to a function implementation.
+func withOther(f func(ec *evalCtx, in, other Collection) (Collection, error)) funcImpl {
 	return func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		other, err := ec.arg(args[0])
 		if err != nil {
 			return nil, err
 		}
+		return f(ec, in, other)
+	}
+}
+
+// subsetFunc implements subsetOf (input ⊆ argument) and, with swap,
+// supersetOf (argument ⊆ input).
+func subsetFunc(swap bool) funcImpl {
+	return withOther(func(ec *evalCtx, in, other Collection) (Collection, error) {
 		a, b := in, other
 		if swap {
 			a, b = other, in
@@ -665,5 +651,5 @@ func subsetFunc(swap bool) funcImpl {
 			return nil, err
 		}
 		return boolColl(ok), nil
-	}
+	})
 }
