@@ -8,10 +8,7 @@ import (
 )
 
 func BenchmarkCheckPatient(b *testing.B) {
-	body, err := os.ReadFile("testdata/patient.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := benchPatient(b)
 	benchCheck(b, body)
 }
 
@@ -29,10 +26,7 @@ func benchCheck(b *testing.B, body []byte) {
 
 // BenchmarkGuardPatient measures the guard pass alone.
 func BenchmarkGuardPatient(b *testing.B) {
-	body, err := os.ReadFile("testdata/patient.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := benchPatient(b)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -43,10 +37,7 @@ func BenchmarkGuardPatient(b *testing.B) {
 }
 
 func BenchmarkSetMeta(b *testing.B) {
-	body, err := os.ReadFile("testdata/patient.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := benchPatient(b)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -69,10 +60,7 @@ const benchNarrative = `<div xmlns="http://www.w3.org/1999/xhtml"><div class="ha
 	`</tbody></table><p class="note"><em>Generated</em> from the resource data on 2024-05-01; see <a href="#details">details</a>.</p></div>`
 
 func patientWithNarrative(b *testing.B) []byte {
-	body, err := os.ReadFile("testdata/patient.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := benchPatient(b)
 	old := `"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>Ada Quill, born 12 March 1984</p></div>"`
 	div, err := json.Marshal(benchNarrative)
 	if err != nil {
@@ -99,4 +87,13 @@ func BenchmarkNarrative(b *testing.B) {
 			b.Fatal(msg)
 		}
 	}
+}
+
+// benchPatient is the 2.6 KB Patient fixture the benchmarks share.
+func benchPatient(b *testing.B) []byte {
+	body, err := os.ReadFile("testdata/patient.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
 }
