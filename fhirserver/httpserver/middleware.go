@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -41,12 +42,25 @@ func LabelRoute(next http.Handler) http.Handler {
 		if label, ok := r.Context().Value(routeKey).(*string); ok {
 			if rt := mux.CurrentRoute(r); rt != nil {
 				if tpl, err := rt.GetPathTemplate(); err == nil {
-					*label = plainTemplate(tpl)
+					*label = routeLabel(tpl)
 				}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// routeLabels caches plainTemplate per route template: routes are few and
+// fixed, and this runs on every request.
+var routeLabels sync.Map
+
+func routeLabel(tpl string) string {
+	if l, ok := routeLabels.Load(tpl); ok {
+		return l.(string)
+	}
+	l := plainTemplate(tpl)
+	routeLabels.Store(tpl, l)
+	return l
 }
 
 // plainTemplate drops the patterns from a route template:
