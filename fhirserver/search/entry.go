@@ -111,7 +111,8 @@ const keySep = "\x1f"
 //   - string: "p\x1f"+Str (normalized) and "p:exact\x1f"+Exact;
 //   - token: "p\x1fcode", "p\x1fsystem|code", "p\x1f|code" when there is
 //     no system, "p\x1fsystem|" when there is one; Identifier tokens also
-//     "p:of-type\x1ftypeSystem|typeCode|value";
+//     "p:of-type\x1ftypeSystem|typeCode|value"; the normalized display or
+//     text as "p:text\x1ftext" (prefix-scanned by :text);
 //   - reference: "p\x1fType/id", "p\x1fid" (bare id; the search layer
 //     uses it only when the parameter's target is unambiguous),
 //     "p\x1fType/id/_history/v" when versioned, "p\x1fURL" for absolute
@@ -167,6 +168,9 @@ func (e Entry) valueKeys() []valueKey {
 		out = tokenForms("", e.System, e.Code, out)
 		if e.TypeCode != "" && e.Code != "" {
 			out = append(out, valueKey{"of-type", e.TypeSystem + "|" + e.TypeCode + "|" + e.Code})
+		}
+		if e.Text != "" {
+			out = append(out, valueKey{"text", Normalize(e.Text)})
 		}
 	case KindReference:
 		if e.RefType != "" && e.RefID != "" {

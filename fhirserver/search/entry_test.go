@@ -18,7 +18,7 @@ func TestKeys(t *testing.T) {
 			[]string{"gender\x1fmale", "gender\x1f|male"}},
 		{"token system only", Entry{Param: "identifier", Kind: KindToken, System: "http://mrn"},
 			[]string{"identifier\x1fhttp://mrn|"}},
-		{"token text only", Entry{Param: "code", Kind: KindToken, Text: "headache"}, []string{}},
+		{"token text only", Entry{Param: "code", Kind: KindToken, Text: "Headache"}, []string{"code:text\x1fheadache"}},
 		{"identifier of-type", Entry{Param: "identifier", Kind: KindToken, System: "http://mrn", Code: "1", TypeSystem: "http://v2", TypeCode: "MR"},
 			[]string{"identifier\x1f1", "identifier\x1fhttp://mrn|1", "identifier\x1fhttp://mrn|", "identifier:of-type\x1fhttp://v2|MR|1"}},
 		{"string", Entry{Param: "family", Kind: KindString, Str: "muller", Exact: "Müller"},

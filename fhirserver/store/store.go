@@ -15,6 +15,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 )
 
 // Errors every backend reports through errors.Is.
@@ -66,6 +68,12 @@ type Write struct {
 	Method      Method
 	Deleted     bool
 	Body        []byte
+	// Index holds the search index rows of Body; the backend replaces the
+	// resource's previous rows with them in the same atomic step as the
+	// version, so a search never sees a version without its rows or rows
+	// of a version that is no longer current. Nil (and every tombstone)
+	// leaves the resource with no rows: it is found by no search.
+	Index *search.Rows
 }
 
 // HistoryQuery selects versions for the history interactions. Type and ID
@@ -108,6 +116,30 @@ type Reader interface {
 	History(ctx context.Context, q HistoryQuery) (*HistoryPage, error)
 }
 
+// SearchPage is one page of search results.
+type SearchPage struct {
+	// Matches are the current versions of the matching resources, in the
+	// query's order (search.mode match).
+	Matches []*Version
+	// Included are the resources added by _include and _revinclude, each
+	// once and none that is also in Matches (search.mode include).
+	Included []*Version
+	// Next and Prev are opaque keyset cursors for the following and the
+	// preceding page ("" when there is none). They stay valid while other
+	// clients write: a resource created after the first page either shows
+	// up on a later page or not at all, and no match is returned twice.
+	Next, Prev string
+	// Total is the number of matches when the query asked for it
+	// (TotalAccurate, or TotalEstimate where an estimate is cheap), else -1.
+	Total int64
+}
+
+// Searcher answers searches. Deleted resources never match.
+type Searcher interface {
+	// Search runs q. A malformed or foreign q.Cursor is ErrBadCursor.
+	Search(ctx context.Context, q *search.Query) (*SearchPage, error)
+}
+
 // Writer applies new versions.
 type Writer interface {
 	// Put appends w as the new current version, atomically with the
@@ -118,6 +150,7 @@ type Writer interface {
 // Tx is the view of the store inside a transaction.
 type Tx interface {
 	Reader
+	Searcher
 	Writer
 }
 
@@ -125,6 +158,7 @@ type Tx interface {
 // error matching ctx.Err() and writes nothing.
 type Store interface {
 	Reader
+	Searcher
 	Writer
 	// Transact runs fn atomically: all of its writes land or none do. If fn
 	// returns an error the transaction is rolled back and that error is

@@ -1,0 +1,209 @@
+package search
+
+import (
+	"cmp"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+)
+
+// Rows is the backend form of one resource's index entries: what a store
+// writes next to the resource version, in the same transaction, and what
+// the Matches of a Query are compiled against. Every backend stores the same
+// three shapes, whatever the parameter (DESIGN.md: one index per shape, not
+// one per parameter).
+type Rows struct {
+	// Keys are equality strings "param\x1fvalue" (see Entry.Keys), sorted
+	// and without duplicates: OpKey looks them up exactly, OpKeyPrefix and
+	// OpKeyContains scan a prefix of them.
+	Keys []string
+	// Dates are date ranges in unix microseconds, [Low, High).
+	Dates []DateRow
+	// Numbers are number and quantity ranges, [Low, High] inclusive as
+	// stated; open ends are ±math.MaxFloat64.
+	Numbers []NumberRow
+	// Sorts hold one row per parameter that has any entry: the least and
+	// greatest sort value (string, int64 or float64; nil for composites).
+	// They answer _sort and :missing.
+	Sorts []SortRow
+}
+
+// DateRow is one date range of a parameter.
+type DateRow struct {
+	Param     string
+	Low, High int64
+}
+
+// NumberRow is one numeric range. Param carries the unit discriminator
+// for quantities: "p" (any unit), "p\x1fsystem|code", "p\x1f|code" (code
+// or unit text, any system), "p\x1fucum:unit" (canonical UCUM, values
+// converted); composite ranges prefix it as "p$key$key".
+type NumberRow struct {
+	Param     string
+	Low, High float64
+}
+
+// SortRow is the sort value and presence of one parameter.
+type SortRow struct {
+	Param  string
+	Lo, Hi any
+}
+
+// Open numeric bounds; SQLite has no portable infinity.
+const (
+	NumMin = -math.MaxFloat64
+	NumMax = math.MaxFloat64
+)
+
+// MakeRows turns the entries of one resource into rows.
+func MakeRows(entries []Entry) Rows {
+	var r Rows
+	sorts := map[string]*SortRow{}
+	var order []string
+	sortRow := func(param string) *SortRow {
+		s, ok := sorts[param]
+		if !ok {
+			s = &SortRow{Param: param}
+			sorts[param] = s
+			order = append(order, param)
+		}
+		return s
+	}
+	for i := range entries {
+		e := &entries[i]
+		r.Keys = append(r.Keys, e.Keys()...)
+		s := sortRow(e.Param)
+		switch e.Kind {
+		case KindString:
+			widen(s, e.Str, e.Str)
+		case KindToken:
+			widen(s, e.Code, e.Code)
+		case KindReference:
+			v := e.URL
+			if e.RefType != "" && e.RefID != "" {
+				v = e.RefType + "/" + e.RefID
+			}
+			widen(s, v, v)
+		case KindURI:
+			widen(s, e.URI, e.URI)
+		case KindDate:
+			d := DateRow{e.Param, e.Low.UnixMicro(), e.High.UnixMicro()}
+			r.Dates = append(r.Dates, d)
+			widen(s, d.Low, d.High)
+		case KindNumber:
+			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+			r.Numbers = append(r.Numbers, NumberRow{e.Param, lo, hi})
+			widen(s, lo, hi)
+		case KindQuantity:
+			r.Numbers = quantityRows(e.Param, e, r.Numbers)
+			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+			widen(s, lo, hi)
+		case KindComposite:
+			r.Dates, r.Numbers = compositeRows(e, r.Dates, r.Numbers)
+		}
+	}
+	slices.Sort(r.Keys)
+	r.Keys = slices.Compact(r.Keys)
+	for _, p := range order {
+		r.Sorts = append(r.Sorts, *sorts[p])
+	}
+	slices.SortFunc(r.Sorts, func(a, b SortRow) int { return strings.Compare(a.Param, b.Param) })
+	return r
+}
+
+// widen folds one value into a sort row: Lo is the least, Hi the greatest.
+func widen[T cmp.Ordered](s *SortRow, lo, hi T) {
+	if cur, ok := s.Lo.(T); !ok || lo < cur {
+		s.Lo = lo
+	}
+	if cur, ok := s.Hi.(T); !ok || hi > cur {
+		s.Hi = hi
+	}
+}
+
+// numRange is the stored range of a number or quantity: its stated value
+// when bounded on both sides (the query's precision decides eq), or the
+// open range of a comparator or Range.
+func numRange(value, low, high *big.Rat) (float64, float64) {
+	lo, hi := NumMin, NumMax
+	if low != nil {
+		lo = ratFloat(low)
+		if value != nil {
+			lo = ratFloat(value)
+		}
+	}
+	if high != nil {
+		hi = ratFloat(high)
+		if value != nil {
+			hi = ratFloat(value)
+		}
+	}
+	return lo, hi
+}
+
+func ratFloat(r *big.Rat) float64 {
+	f, _ := r.Float64()
+	return f
+}
+
+// quantityRows appends the unit forms of a quantity under param.
+func quantityRows(param string, e *Entry, out []NumberRow) []NumberRow {
+	lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+	out = append(out, NumberRow{param, lo, hi})
+	for _, u := range QuantityUnitForms(e.System, e.Code, e.Unit) {
+		out = append(out, NumberRow{param + keySep + u, lo, hi})
+	}
+	if e.CanonUnit != "" {
+		clo, chi := numRange(e.CanonValue, e.CanonLow, e.CanonHigh)
+		out = append(out, NumberRow{param + keySep + "ucum:" + e.CanonUnit, clo, chi})
+	}
+	return out
+}
+
+// QuantityUnitForms lists the unit discriminators a quantity is stored
+// under: "system|code" and "|code" for its code, "|unit" for a differing
+// unit text. The parser looks up "system|code" for a query with a system
+// and "|code" for one without.
+func QuantityUnitForms(system, code, unit string) []string {
+	var out []string
+	if code != "" {
+		out = append(out, system+"|"+code, "|"+code)
+	}
+	if unit != "" && unit != code {
+		out = append(out, "|"+unit)
+	}
+	return out
+}
+
+// compositeRows stores a composite whose last component is a range (a
+// date or a quantity, e.g. code-value-quantity): the range rows of that
+// component, under the composite's code joined by "$" with the plain keys
+// of the other components, one row set per combination of key forms.
+func compositeRows(e *Entry, dates []DateRow, nums []NumberRow) ([]DateRow, []NumberRow) {
+	n := len(e.Components)
+	if n < 2 {
+		return dates, nums
+	}
+	last := e.Components[n-1]
+	if last.Kind != KindDate && last.Kind != KindNumber && last.Kind != KindQuantity {
+		return dates, nums
+	}
+	heads := compositeKeys(e.Components[:n-1])
+	if len(heads) == 0 && n > 1 {
+		return dates, nums
+	}
+	for _, h := range heads {
+		param := e.Param + "$" + h.val
+		switch last.Kind {
+		case KindDate:
+			dates = append(dates, DateRow{param, last.Low.UnixMicro(), last.High.UnixMicro()})
+		case KindNumber:
+			lo, hi := numRange(last.Value, last.NumLow, last.NumHigh)
+			nums = append(nums, NumberRow{param, lo, hi})
+		case KindQuantity:
+			nums = quantityRows(param, &last, nums)
+		}
+	}
+	return dates, nums
+}
