@@ -1,0 +1,408 @@
+package search
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// This file turns a FHIR search query string (already split into
+// url.Values) into the IR of query.go. The value syntax of each parameter
+// type is in parse_values.go, references, chains and _has in parse_ref.go,
+// the result parameters (_count, _sort, _include, …) in parse_result.go and
+// tokens with the terminology modifiers (:in, :below, …) in parse_token.go.
+//
+// Choices where the specification leaves room:
+//   - ne is the row comparison CmpNe ("a value that is not eq"), not a
+//     negated match: a resource without the parameter does not match.
+//   - :not and :not-in with several values mean "none of them" (one
+//     negated match over all the keys), not an OR of negations.
+//   - system|code of a CodeSystem held here also matches "|code": elements
+//     of type code are stored without their implied system.
+//   - A chain or _has whose parameter no target type defines is an unknown
+//     parameter (ignored, or an error when strict); a malformed value in
+//     it is always an error.
+//   - Empty values (name=) are ignored and reported.
+
+// ParseOptions configure Parse.
+type ParseOptions struct {
+	// Strict is Prefer: handling=strict: unknown and unsupported
+	// parameters are errors instead of being ignored and reported.
+	Strict bool
+	// DefaultCount is the page size without _count (<= 0: 20); MaxCount
+	// clamps _count (<= 0: no maximum).
+	DefaultCount, MaxCount int
+	// BaseURL is this server's FHIR base (https://host/fhir): absolute
+	// references under it are searched as relative Type/id references.
+	BaseURL string
+	// Now is the reference instant of the ap prefix on dates (zero: the
+	// current time).
+	Now time.Time
+}
+
+// Parsed is the result of Parse.
+type Parsed struct {
+	Query *Query
+	// Applied holds the parameters that were applied, names with their
+	// modifiers as written and values as given (_count as used), for the
+	// Bundle self link.
+	Applied url.Values
+	// Ignored lists the parameters that were not applied, in query order.
+	Ignored []Ignored
+}
+
+// Ignored is a parameter Parse left out, with the reason (for an
+// OperationOutcome warning).
+type Ignored struct {
+	Param, Reason string
+}
+
+// Error is a search request error: a malformed value, a modifier the
+// parameter's type does not have, or (in strict handling) an unknown
+// parameter. The HTTP layer answers 400 naming Param.
+type Error struct {
+	Param, Message string
+}
+
+func (e *Error) Error() string {
+	return "search parameter " + e.Param + ": " + e.Message
+}
+
+func errf(param, msg string) *Error { return &Error{Param: param, Message: msg} }
+
+// httpParams are owned by the HTTP layer: neither applied nor ignored.
+var httpParams = map[string]bool{"_format": true, "_pretty": true, "_cursor": true}
+
+// unsupported are the special parameters this server does not implement.
+var unsupported = map[string]string{
+	"_text":          "full-text search (_text) is not supported",
+	"_content":       "full-text search (_content) is not supported",
+	"_list":          "_list is not supported",
+	"_query":         "named queries (_query) are not supported",
+	"_filter":        "_filter is not supported",
+	"_containedType": "searching contained resources is not supported",
+}
+
+// maxDepth bounds the nesting of chains and _has.
+const maxDepth = 4
+
+// maxValues bounds the comma-separated values of one parameter and the
+// parameters of one query (a hostile query must not make a huge IR).
+const maxValues = 1000
+
+// maxMatches bounds the matches of a whole query, chains included: a
+// chain without a type modifier over references to any resource type
+// multiplies at each hop.
+const maxMatches = 2000
+
+type parser struct {
+	r   *Registry
+	opt ParseOptions
+	now time.Time
+	// matches counts the matches made so far (see maxMatches).
+	matches int
+}
+
+// Parse parses the search parameters of a search on types: one type for a
+// type-level search, nil for a system search (where _type may list the
+// types). Parameters are processed in name order, so the IR does not
+// depend on the map order of params.
+//
+// Unknown and unsupported parameters are reported in Ignored, or, when
+// opt.Strict, make an *Error naming the first and listing all of them. Malformed values, modifiers invalid for the
+// parameter type and invalid result parameters are always an *Error.
+func (r *Registry) Parse(types []string, params url.Values, opt ParseOptions) (*Parsed, error) {
+	ps := &parser{r: r, opt: opt, now: opt.Now}
+	if ps.now.IsZero() {
+		ps.now = time.Now()
+	}
+	q := &Query{Count: opt.DefaultCount}
+	if q.Count <= 0 {
+		q.Count = 20
+	}
+	if opt.MaxCount > 0 && q.Count > opt.MaxCount {
+		q.Count = opt.MaxCount
+	}
+	out := &Parsed{Query: q, Applied: url.Values{}}
+	names := make([]string, 0, len(params))
+	for n := range params {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) > maxValues {
+		return nil, errf(names[maxValues], "too many parameters")
+	}
+
+	// _type first: the other parameters are resolved against its types.
+	system := types == nil
+	if vs, ok := params["_type"]; ok {
+		if !system {
+			return nil, errf("_type", "_type is only allowed in a system search")
+		}
+		ts, err := parseTypes(vs)
+		if err != nil {
+			return nil, err
+		}
+		if len(ts) > 0 {
+			out.Applied["_type"] = slices.Clone(vs)
+		}
+		types = ts
+	}
+	q.Types = slices.Clone(types)
+
+	// ignore records a parameter left out; in strict handling they make
+	// the error at the end, which names all of them.
+	ignore := func(name, reason string) error {
+		out.Ignored = append(out.Ignored, Ignored{name, reason})
+		return nil
+	}
+	rp := resultParams{}
+	for _, name := range names {
+		vals := params[name]
+		base := name
+		if i := strings.IndexByte(name, ':'); i >= 0 {
+			base = name[:i]
+		}
+		switch {
+		case name == "_type" || httpParams[name]:
+			continue
+		case isResultParam(base):
+			applied, err := rp.add(ps, types, name, base, vals)
+			if err != nil {
+				return nil, err
+			}
+			if applied != nil {
+				out.Applied[name] = slices.Clone(applied)
+			}
+			for _, ig := range rp.ignored {
+				if err := ignore(ig.Param, ig.Reason); err != nil {
+					return nil, err
+				}
+			}
+			rp.ignored = rp.ignored[:0]
+			continue
+		case unsupported[base] != "":
+			if err := ignore(name, unsupported[base]); err != nil {
+				return nil, err
+			}
+			continue
+		case base == "_contained":
+			if len(vals) == 1 && vals[0] == "false" && name == base {
+				out.Applied[name] = slices.Clone(vals)
+			} else if err := ignore(name, "searching contained resources is not supported"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var applied []string
+		for _, v := range vals {
+			if v == "" {
+				if err := ignore(name, "empty value"); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			c, reason, err := ps.clause(types, name, v, 0)
+			if err != nil {
+				// Name the parameter as the client wrote it, not the part
+				// of a chain or _has that failed.
+				if se, ok := err.(*Error); ok && se.Param != name {
+					se.Message = se.Param + ": " + se.Message
+					se.Param = name
+				}
+				return nil, err
+			}
+			if reason != "" {
+				if err := ignore(name, reason); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			q.Where = append(q.Where, c)
+			applied = append(applied, v)
+		}
+		if len(applied) > 0 {
+			out.Applied[name] = applied
+		}
+	}
+	if opt.Strict && len(out.Ignored) > 0 {
+		return nil, strictError(out.Ignored)
+	}
+	if err := rp.apply(ps, q, out.Applied); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// strictError reports every ignored parameter; Param is the first.
+func strictError(ig []Ignored) *Error {
+	var b strings.Builder
+	b.WriteString(ig[0].Reason)
+	for _, x := range ig[1:] {
+		b.WriteString("; " + x.Param + ": " + x.Reason)
+	}
+	return errf(ig[0].Param, b.String())
+}
+
+// parseTypes reads the _type values: comma lists of resource types,
+// repeated or not, without duplicates.
+func parseTypes(vals []string) ([]string, error) {
+	var ts []string
+	for _, v := range vals {
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			if !profiles.IsResourceType(t) {
+				return nil, errf("_type", "unknown resource type "+quote(t))
+			}
+			if !slices.Contains(ts, t) {
+				ts = append(ts, t)
+			}
+		}
+	}
+	return ts, nil
+}
+
+// typedParam is the definition of a parameter code for some of the
+// searched types (types sharing one definition are grouped).
+type typedParam struct {
+	types []string // nil: every searched type (the definition is shared)
+	p     *Param
+}
+
+// lookup resolves code on every type of types; with no types, only
+// parameters defined on Resource or DomainResource exist. ok is false
+// when some type lacks the parameter.
+func (ps *parser) lookup(types []string, code string) ([]typedParam, bool) {
+	if len(types) == 0 {
+		p, ok := ps.r.Lookup("Patient", code)
+		if !ok || !(slices.Contains(p.Base, "Resource") || slices.Contains(p.Base, "DomainResource")) {
+			return nil, false
+		}
+		return []typedParam{{p: p}}, true
+	}
+	var out []typedParam
+	for _, t := range types {
+		p, ok := ps.r.Lookup(t, code)
+		if !ok {
+			return nil, false
+		}
+		found := false
+		for i := range out {
+			if out[i].p.URL == p.URL && out[i].p.Type == p.Type && slices.Equal(out[i].p.Targets, p.Targets) {
+				out[i].types = append(out[i].types, t)
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, typedParam{types: []string{t}, p: p})
+		}
+	}
+	if len(out) == 1 {
+		out[0].types = nil
+	}
+	return out, true
+}
+
+// splitName splits "code:modifier.chain" into its parts; the chain is
+// everything after the first '.' (parameter codes of the core
+// specification contain no '.').
+func splitName(name string) (code, mod, chain string) {
+	code = name
+	if i := strings.IndexByte(code, '.'); i >= 0 {
+		code, chain = code[:i], code[i+1:]
+	}
+	if i := strings.IndexByte(code, ':'); i >= 0 {
+		code, mod = code[:i], code[i+1:]
+	}
+	return code, mod, chain
+}
+
+// clause parses one occurrence name=value on types. A non-empty reason
+// means the parameter is unknown and the clause was not made.
+func (ps *parser) clause(types []string, name, value string, depth int) (Clause, string, error) {
+	if depth > maxDepth {
+		return Clause{}, "", errf(name, "chains and _has are nested too deeply")
+	}
+	if ps.matches > maxMatches {
+		return Clause{}, "", errf(name, "the query is too complex")
+	}
+	if strings.HasPrefix(name, "_has:") {
+		return ps.hasClause(types, name, value, depth)
+	}
+	code, mod, chain := splitName(name)
+	tps, ok := ps.lookup(types, code)
+	if !ok {
+		return Clause{}, "unknown parameter " + quote(code) + forTypes(types), nil
+	}
+	c := Clause{Param: name}
+	for _, tp := range tps {
+		var ms []Match
+		var err error
+		var reason string
+		switch {
+		case tp.p.Type == "special":
+			return Clause{}, "special parameter " + quote(code) + " is not supported", nil
+		case chain != "":
+			ms, reason, err = ps.chainMatches(tp.p, name, mod, chain, value, depth)
+		default:
+			ms, err = ps.valueMatches(tp.p, name, mod, value)
+		}
+		if err != nil {
+			return Clause{}, "", err
+		}
+		if reason != "" {
+			return Clause{}, reason, nil
+		}
+		c.Any = append(c.Any, withTypes(ms, tp.types)...)
+	}
+	ps.matches += len(c.Any)
+	if len(c.Any) > maxValues {
+		return Clause{}, "", errf(name, "too many values")
+	}
+	if ps.matches > maxMatches {
+		return Clause{}, "", errf(name, "the query is too complex")
+	}
+	return c, "", nil
+}
+
+// withTypes restricts ms to types (one copy of each match per type), or
+// leaves them unrestricted when types is nil.
+func withTypes(ms []Match, types []string) []Match {
+	if types == nil {
+		return ms
+	}
+	out := make([]Match, 0, len(ms)*len(types))
+	for _, t := range types {
+		for _, m := range ms {
+			m.Type = t
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func forTypes(types []string) string {
+	if len(types) == 0 {
+		return " for all resource types"
+	}
+	return " for " + strings.Join(types, ", ")
+}
+
+func quote(s string) string {
+	if len(s) > 80 {
+		cut := 80
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return "\"" + s + "\""
+}

@@ -1,0 +1,179 @@
+package search
+
+import (
+	"strings"
+
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// stripBase turns an absolute reference to this server's base into the
+// relative form the index stores ("https://host/fhir/Patient/1" →
+// "Patient/1").
+func (ps *parser) stripBase(v string) string {
+	if b := strings.TrimSuffix(ps.opt.BaseURL, "/"); b != "" && strings.HasPrefix(v, b+"/") {
+		return v[len(b)+1:]
+	}
+	return v
+}
+
+// referenceMatches makes the matches of a reference parameter: each value
+// is Type/id, Type/id/_history/v, an absolute URL, or a bare id (Type/id
+// when the modifier or a single target names the type, else the bare id
+// key, which matches any target type); :identifier takes token forms.
+func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([]Match, error) {
+	out := make([]Match, 0, len(vals))
+	for _, v := range vals {
+		var k string
+		if mod == "identifier" {
+			f, err := tokenForm(name, v)
+			if err != nil {
+				return nil, err
+			}
+			k = key(p.Code+":identifier", f)
+		} else {
+			f, err := ps.referenceForm(p, name, mod, unescape(v))
+			if err != nil {
+				return nil, err
+			}
+			k = key(p.Code, f)
+		}
+		out = append(out, Match{Op: OpKey, Keys: []string{k}})
+	}
+	return out, nil
+}
+
+// referenceForm is the key form of one reference value; mod is "" or a
+// target type.
+func (ps *parser) referenceForm(p *Param, name, mod, v string) (string, error) {
+	v = ps.stripBase(v)
+	if strings.Contains(v, ":") {
+		if mod != "" {
+			return "", errf(name, "an absolute reference cannot take a type modifier: "+quote(v))
+		}
+		return v, nil // absolute URL, canonical or urn: stored as is
+	}
+	parts := strings.Split(v, "/")
+	switch {
+	case len(parts) == 1:
+		if !validID(v) || v == "" {
+			return "", errf(name, "not a resource id: "+quote(v))
+		}
+		switch {
+		case mod != "":
+			return mod + "/" + v, nil
+		case len(p.Targets) == 1:
+			return p.Targets[0] + "/" + v, nil
+		}
+		return v, nil
+	case len(parts) == 2 || len(parts) == 4 && parts[2] == "_history":
+		t, id := parts[0], parts[1]
+		if !profiles.IsResourceType(t) {
+			return "", errf(name, "unknown resource type in reference "+quote(v))
+		}
+		if id == "" || !validID(id) || len(parts) == 4 && (parts[3] == "" || !validID(parts[3])) {
+			return "", errf(name, "not a reference: "+quote(v))
+		}
+		if mod != "" && t != mod {
+			return "", errf(name, "reference "+quote(v)+" is not to a "+mod)
+		}
+		if !isTargetType(p, t) {
+			return "", errf(name, p.Code+" cannot refer to a "+t)
+		}
+		return v, nil
+	}
+	return "", errf(name, "not a reference: "+quote(v))
+}
+
+// chainMatches makes the matches of a chained parameter ref[:Type].rest:
+// one OpChain per target type on which rest is a parameter (only Type
+// with a type modifier). A chain that no target type understands is
+// reported as an unknown parameter, like any other; without a type
+// modifier, targets on which the rest of the chain is an error (another
+// kind of parameter, a value it cannot take) are left out, and the error
+// is returned only when every target fails.
+func (ps *parser) chainMatches(p *Param, name, mod, rest, value string, depth int) ([]Match, string, error) {
+	if p.Type != "reference" {
+		return nil, "", errf(name, "only reference parameters can be chained, "+p.Code+" is a "+p.Type)
+	}
+	if depth >= maxDepth {
+		return nil, "", errf(name, "chains are nested too deeply")
+	}
+	var targets []string
+	switch {
+	case mod != "":
+		if !isTargetType(p, mod) {
+			return nil, "", errf(name, "modifier :"+mod+" is not a target type of "+p.Code)
+		}
+		targets = []string{mod}
+	case len(p.Targets) > 0:
+		targets = p.Targets
+	default:
+		return nil, "", errf(name, "chaining "+p.Code+" needs a type modifier ("+p.Code+":Type."+rest+")")
+	}
+	var out []Match
+	reason := ""
+	var firstErr error
+	for _, t := range targets {
+		c, why, err := ps.clause([]string{t}, rest, value, depth+1)
+		if err != nil {
+			// Without a type modifier, a target on which the chain does
+			// not fit (the code is another kind of parameter there) is
+			// left out; it is an error only if no target takes it.
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if why != "" {
+			if reason == "" {
+				reason = why
+			}
+			continue
+		}
+		c.Param = rest
+		out = append(out, Match{Op: OpChain, Param: p.Code, Chain: &Chain{RefParam: p.Code, Query: &Query{Types: []string{t}, Where: []Clause{c}}}})
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, "", firstErr
+	}
+	if len(out) == 0 {
+		return nil, "chain " + quote(rest) + ": " + reason, nil
+	}
+	return out, "", nil
+}
+
+// hasClause parses _has:Type:ref:rest=value (rest may itself be a _has).
+func (ps *parser) hasClause(types []string, name, value string, depth int) (Clause, string, error) {
+	parts := strings.SplitN(name, ":", 4)
+	if len(parts) != 4 || parts[1] == "" || parts[2] == "" || parts[3] == "" {
+		return Clause{}, "", errf(name, "_has takes _has:Type:reference-parameter:parameter")
+	}
+	if depth >= maxDepth {
+		return Clause{}, "", errf(name, "_has is nested too deeply")
+	}
+	t, ref, rest := parts[1], parts[2], parts[3]
+	if !profiles.IsResourceType(t) {
+		return Clause{}, "", errf(name, "unknown resource type "+quote(t))
+	}
+	p, ok := ps.r.Lookup(t, ref)
+	if !ok || p.Type != "reference" {
+		return Clause{}, "", errf(name, t+" has no reference parameter "+quote(ref))
+	}
+	if len(p.Targets) > 0 && len(types) > 0 {
+		refers := false
+		for _, x := range types {
+			if isTargetType(p, x) {
+				refers = true
+			}
+		}
+		if !refers {
+			return Clause{}, "", errf(name, t+"."+ref+" does not refer to "+strings.Join(types, " or "))
+		}
+	}
+	c, why, err := ps.clause([]string{t}, rest, value, depth+1)
+	if err != nil || why != "" {
+		return Clause{}, why, err
+	}
+	c.Param = rest
+	return Clause{Param: name, Any: []Match{{Op: OpHas, Has: &Has{Param: ref, Query: &Query{Types: []string{t}, Where: []Clause{c}}}}}}, "", nil
+}

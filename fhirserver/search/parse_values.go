@@ -1,0 +1,456 @@
+package search
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// splitEsc splits s at each sep not escaped by a backslash; the parts keep
+// their escapes (unescape them once they are not split further).
+func splitEsc(s string, sep byte) []string {
+	var parts []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case sep:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// unescape removes the search escapes \, \$ \| and \\; other backslashes
+// are kept as written.
+func unescape(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case ',', '$', '|', '\\':
+				b.WriteByte(s[i+1])
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// values splits a parameter value at its unescaped commas, dropping
+// empty items.
+func values(name, raw string) ([]string, error) {
+	var out []string
+	for _, v := range splitEsc(raw, ',') {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errf(name, "no value")
+	}
+	if len(out) > maxValues {
+		return nil, errf(name, "too many values")
+	}
+	return out, nil
+}
+
+// modifiers lists the modifiers of each parameter type besides missing
+// (reference parameters also take a target type name).
+var modifiers = map[string][]string{
+	"string":    {"exact", "contains"},
+	"token":     {"not", "text", "of-type", "in", "not-in", "above", "below"},
+	"reference": {"identifier"},
+	"uri":       {"above", "below"},
+}
+
+func validModifier(p *Param, mod string) bool {
+	if mod == "" || mod == "missing" {
+		return true
+	}
+	for _, m := range modifiers[p.Type] {
+		if m == mod {
+			return true
+		}
+	}
+	return p.Type == "reference" && isTargetType(p, mod)
+}
+
+// isTargetType reports whether t is a resource type p may refer to (any
+// resource type when p declares no targets).
+func isTargetType(p *Param, t string) bool {
+	if !profiles.IsResourceType(t) {
+		return false
+	}
+	if len(p.Targets) == 0 {
+		return true
+	}
+	for _, x := range p.Targets {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+// valueMatches makes the matches of name=raw for parameter p.
+func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error) {
+	if !validModifier(p, mod) {
+		return nil, errf(name, "modifier :"+mod+" is not valid for "+p.Type+" parameter "+p.Code)
+	}
+	vals, err := values(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	if mod == "missing" {
+		var out []Match
+		for _, v := range vals {
+			if v != "true" && v != "false" {
+				return nil, errf(name, ":missing takes true or false, not "+quote(v))
+			}
+			out = append(out, Match{Op: OpMissing, Param: p.Code, Missing: v == "true"})
+		}
+		return out, nil
+	}
+	switch p.Type {
+	case "token":
+		return ps.tokenMatches(p, name, mod, vals)
+	case "reference":
+		return ps.referenceMatches(p, name, mod, vals)
+	}
+	out := make([]Match, 0, len(vals))
+	for _, v := range vals {
+		var m Match
+		var err error
+		switch p.Type {
+		case "string":
+			m, err = stringMatch(p.Code, name, mod, v)
+		case "uri":
+			m, err = uriMatch(p.Code, name, mod, unescape(v))
+		case "number":
+			m, err = numberMatch(p.Code, name, v)
+		case "date":
+			m, err = ps.dateMatch(p.Code, name, v)
+		case "quantity":
+			m, err = quantityMatch(p.Code, name, v)
+		case "composite":
+			m, err = ps.compositeMatch(p, name, v)
+		default:
+			return nil, errf(name, "parameters of type "+p.Type+" are not supported")
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func key(param, val string) string { return param + keySep + val }
+
+func stringMatch(code, name, mod, v string) (Match, error) {
+	v = unescape(v)
+	switch mod {
+	case "exact":
+		return Match{Op: OpKey, Keys: []string{key(code+":exact", v)}}, nil
+	case "contains":
+		return Match{Op: OpKeyContains, Prefix: code + keySep, Contains: Normalize(v)}, nil
+	}
+	return Match{Op: OpKeyPrefix, Prefix: key(code, Normalize(v))}, nil
+}
+
+func uriMatch(code, name, mod, v string) (Match, error) {
+	switch mod {
+	case "below":
+		return Match{Op: OpKeyPrefix, Prefix: key(code, v)}, nil
+	case "above":
+		var keys []string
+		for _, u := range uriAbove(v) {
+			keys = append(keys, key(code, u))
+		}
+		return Match{Op: OpKey, Keys: keys}, nil
+	}
+	return Match{Op: OpKey, Keys: []string{key(code, v)}}, nil
+}
+
+// uriAbove lists v and every prefix of it that ends just before or at a
+// '/' of its path: "http://a.org/x/y" gives http://a.org, http://a.org/,
+// http://a.org/x, http://a.org/x/ and the value itself. Prefixes inside
+// the scheme and authority are not URIs of anything.
+func uriAbove(v string) []string {
+	start := 0
+	if i := strings.Index(v, "://"); i >= 0 {
+		start = i + 3
+		j := strings.IndexByte(v[start:], '/')
+		if j < 0 {
+			return []string{v}
+		}
+		start += j
+	} else {
+		return []string{v}
+	}
+	var out []string
+	for i := start; i < len(v); i++ {
+		if v[i] == '/' {
+			out = append(out, v[:i], v[:i+1])
+		}
+	}
+	if out[len(out)-1] != v {
+		out = append(out, v)
+	}
+	return out
+}
+
+// prefixes are the search comparators.
+var prefixes = map[string]Cmp{
+	"eq": CmpEq, "ne": CmpNe, "gt": CmpGt, "lt": CmpLt, "ge": CmpGe,
+	"le": CmpLe, "sa": CmpSa, "eb": CmpEb, "ap": CmpAp,
+}
+
+// splitPrefix takes the comparator off a number, date or quantity value.
+func splitPrefix(name, v string) (Cmp, string, error) {
+	if len(v) >= 2 && isLetter(v[0]) && isLetter(v[1]) {
+		c, ok := prefixes[v[:2]]
+		if !ok {
+			return 0, "", errf(name, "unknown prefix "+quote(v[:2]))
+		}
+		return c, v[2:], nil
+	}
+	return CmpEq, v, nil
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// decimalLiteral checks the FHIR decimal syntax (with an optional
+// exponent) before big.Rat sees the text: Rat also reads fractions and
+// hexadecimal, and a huge exponent would allocate without bound.
+func decimalLiteral(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '-' || s[i] == '+') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 || digits > 100 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '-' || s[i] == '+') {
+			i++
+		}
+		n := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			n++
+		}
+		if n == 0 || n > 3 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// number is a parsed query number: the value and its precision range.
+type number struct{ val, low, high *big.Rat }
+
+func parseNumber(name, lit string) (number, error) {
+	// A '+' sign arrives as a space when the client did not encode it.
+	lit = strings.TrimSpace(lit)
+	if !decimalLiteral(lit) {
+		return number{}, errf(name, "not a number: "+quote(lit))
+	}
+	val, low, high, ok := precisionRange(strings.TrimPrefix(lit, "+"))
+	if !ok {
+		return number{}, errf(name, "not a number: "+quote(lit))
+	}
+	for _, r := range []*big.Rat{val, low, high} {
+		if f, _ := r.Float64(); math.IsInf(f, 0) {
+			return number{}, errf(name, "number out of range: "+quote(lit))
+		}
+	}
+	return number{val, low, high}, nil
+}
+
+// numberRange fills the OpNumber fields of m from n and the comparator:
+// eq, ne and ap use the precision range, the others the exact value; ap
+// widens by 10% of the value.
+func numberRange(m *Match, n number) {
+	v := ratFloat(n.val)
+	switch m.Cmp {
+	case CmpEq, CmpNe, CmpAp:
+		m.NumLow, m.NumHigh = ratFloat(n.low), ratFloat(n.high)
+	default:
+		m.NumLow, m.NumHigh = v, v
+	}
+	if m.Cmp == CmpAp {
+		m.Approx = math.Abs(v) / 10
+	}
+}
+
+func numberMatch(param, name, v string) (Match, error) {
+	c, lit, err := splitPrefix(name, v)
+	if err != nil {
+		return Match{}, err
+	}
+	n, err := parseNumber(name, unescape(lit))
+	if err != nil {
+		return Match{}, err
+	}
+	m := Match{Op: OpNumber, Param: param, Cmp: c}
+	numberRange(&m, n)
+	return m, nil
+}
+
+func (ps *parser) dateMatch(param, name, v string) (Match, error) {
+	c, lit, err := splitPrefix(name, v)
+	if err != nil {
+		return Match{}, err
+	}
+	d, err := fhirtime.Parse(unescape(lit))
+	if err != nil {
+		return Match{}, errf(name, "not a date: "+quote(lit))
+	}
+	m := Match{Op: OpDate, Param: param, Cmp: c, Low: d.Low.UnixMicro(), High: d.High.UnixMicro()}
+	if c == CmpAp {
+		gap := ps.now.UnixMicro() - m.Low
+		if gap < 0 {
+			gap = -gap
+		}
+		m.Approx = float64(gap) / 10
+	}
+	return m, nil
+}
+
+// quantityMatch parses [prefix]number[|system|code]. Without a unit the
+// row of any unit is searched; "||code" searches the code (or unit text)
+// in any system; a UCUM unit that converts searches the canonical rows
+// with the bounds converted.
+func quantityMatch(param, name, v string) (Match, error) {
+	parts := splitEsc(v, '|')
+	if len(parts) != 1 && len(parts) != 3 {
+		return Match{}, errf(name, "a quantity is number, or number|system|code: "+quote(v))
+	}
+	c, lit, err := splitPrefix(name, parts[0])
+	if err != nil {
+		return Match{}, err
+	}
+	n, err := parseNumber(name, unescape(lit))
+	if err != nil {
+		return Match{}, err
+	}
+	m := Match{Op: OpNumber, Param: param, Cmp: c}
+	if len(parts) == 3 {
+		system, code := unescape(parts[1]), unescape(parts[2])
+		switch {
+		case code == "" && system == "":
+		case code == "":
+			return Match{}, errf(name, "a quantity system needs a code: "+quote(v))
+		case system == ucumSystem:
+			if cn, unit, ok := canonicalNumber(n, code); ok {
+				n = cn
+				m.Param = param + keySep + "ucum:" + unit
+			} else {
+				m.Param = param + keySep + system + "|" + code
+			}
+		default:
+			m.Param = param + keySep + system + "|" + code
+		}
+	}
+	numberRange(&m, n)
+	return m, nil
+}
+
+// canonicalNumber converts n to canonical UCUM units, bound by bound.
+func canonicalNumber(n number, code string) (number, string, bool) {
+	val, unit, ok := ucum.Canonical(n.val, code)
+	if !ok {
+		return n, "", false
+	}
+	low, _, ok1 := ucum.Canonical(n.low, code)
+	high, _, ok2 := ucum.Canonical(n.high, code)
+	if !ok1 || !ok2 {
+		return n, "", false
+	}
+	if low.Cmp(high) > 0 {
+		low, high = high, low
+	}
+	for _, r := range []*big.Rat{val, low, high} {
+		if f, _ := r.Float64(); math.IsInf(f, 0) {
+			return n, "", false
+		}
+	}
+	return number{val, low, high}, unit, true
+}
+
+// compositeMatch parses comp1$comp2…: equality on every component is a
+// key lookup of the "$"-joined component keys; a last component that is a
+// date, number or quantity is a range match on the rows stored under the
+// composite's code and the other components' keys (compositeRows).
+func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
+	parts := splitEsc(v, '$')
+	n := len(p.Components)
+	if n < 2 || len(parts) != n {
+		return Match{}, errf(name, "composite value needs "+strconv.Itoa(n)+" components separated by $: "+quote(v))
+	}
+	heads := make([]string, 0, n)
+	for i, c := range p.Components {
+		part := parts[i]
+		var k string
+		switch c.Type {
+		case "token":
+			var err error
+			if k, err = tokenForm(name, part); err != nil {
+				return Match{}, err
+			}
+		case "string":
+			k = Normalize(unescape(part))
+		case "uri":
+			k = unescape(part)
+		case "reference":
+			k = ps.stripBase(unescape(part))
+		case "date", "number", "quantity":
+			if i != n-1 {
+				return Match{}, errf(name, "composite parameters with a "+c.Type+" component before the last are not supported")
+			}
+			param := p.Code + "$" + strings.Join(heads, "$")
+			switch c.Type {
+			case "date":
+				return ps.dateMatch(param, name, part)
+			case "number":
+				return numberMatch(param, name, part)
+			default:
+				return quantityMatch(param, name, part)
+			}
+		default:
+			return Match{}, errf(name, "composite component of type "+c.Type+" is not supported")
+		}
+		if k == "" {
+			return Match{}, errf(name, "empty composite component in "+quote(v))
+		}
+		heads = append(heads, k)
+	}
+	return Match{Op: OpKey, Keys: []string{key(p.Code, strings.Join(heads, "$"))}}, nil
+}
