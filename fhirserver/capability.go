@@ -45,6 +45,10 @@ type capRest struct {
 type capResource struct {
 	Type              string           `json:"type"`
 	Interaction       []capInteraction `json:"interaction"`
+	SearchInclude     []string         `json:"searchInclude,omitempty"`
+	SearchRevInclude  []string         `json:"searchRevInclude,omitempty"`
+	SearchParam       []capSearchParam `json:"searchParam,omitempty"`
+	Operation         []capOperation   `json:"operation,omitempty"`
 	Versioning        string           `json:"versioning"`
 	ReadHistory       bool             `json:"readHistory"`
 	UpdateCreate      bool             `json:"updateCreate"`
@@ -58,31 +62,70 @@ type capInteraction struct {
 	Code string `json:"code"`
 }
 
+type capSearchParam struct {
+	Name       string `json:"name"`
+	Definition string `json:"definition,omitempty"`
+	Type       string `json:"type"`
+}
+
+type capOperation struct {
+	Name       string `json:"name"`
+	Definition string `json:"definition"`
+}
+
 // capabilityStatement describes what the routes table implements, for every
 // R4 resource type. It is built once at start-up.
 func (s *Server) capabilityStatement() ([]byte, error) {
 	var typeLevel, systemLevel []capInteraction
+	seen := map[Interaction]bool{}
+	add := func(list *[]capInteraction, in Interaction) {
+		if !seen[in] {
+			seen[in] = true
+			*list = append(*list, capInteraction{string(in)})
+		}
+	}
 	for _, rt := range s.routes() {
 		switch rt.interaction {
 		case Capabilities:
-		case HistorySystem:
-			systemLevel = append(systemLevel, capInteraction{string(rt.interaction)})
+		case "":
+			if rt.path == "" { // the Bundle endpoint
+				add(&systemLevel, Transaction)
+				add(&systemLevel, Batch)
+			}
+		case HistorySystem, SearchSystem:
+			add(&systemLevel, rt.interaction)
 		default:
-			typeLevel = append(typeLevel, capInteraction{string(rt.interaction)})
+			add(&typeLevel, rt.interaction)
 		}
 	}
+	deletes := "single"
+	if s.cfg.MaxConditionalDeletes > 1 {
+		deletes = "multiple"
+	}
 	types := profiles.ResourceTypes()
+	includes, revIncludes := s.includeLists()
 	rest := capRest{Mode: "server", Interaction: systemLevel, Resource: make([]capResource, 0, len(types))}
 	for _, t := range types {
-		rest.Resource = append(rest.Resource, capResource{
+		res := capResource{
 			Type:              t,
 			Interaction:       typeLevel,
 			Versioning:        "versioned-update",
 			ReadHistory:       true,
 			UpdateCreate:      true,
+			ConditionalCreate: true,
 			ConditionalRead:   "full-support",
-			ConditionalDelete: "not-supported",
-		})
+			ConditionalUpdate: true,
+			ConditionalDelete: deletes,
+			SearchInclude:     includes[t],
+			SearchRevInclude:  revIncludes[t],
+		}
+		for _, p := range s.registry.Params(t) {
+			res.SearchParam = append(res.SearchParam, capSearchParam{Name: p.Code, Definition: p.URL, Type: p.Type})
+		}
+		if t == "Patient" {
+			res.Operation = []capOperation{{Name: "everything", Definition: "http://hl7.org/fhir/OperationDefinition/Patient-everything"}}
+		}
+		rest.Resource = append(rest.Resource, res)
 	}
 	return json.Marshal(capabilityStatement{
 		ResourceType:   "CapabilityStatement",
@@ -96,4 +139,26 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		Format:         []string{"application/fhir+json", "json"},
 		Rest:           []capRest{rest},
 	})
+}
+
+// includeLists gives, per resource type, the _include values it supports
+// (its reference parameters) and the _revinclude values (the reference
+// parameters of other types that can point at it).
+func (s *Server) includeLists() (inc, rev map[string][]string) {
+	inc, rev = map[string][]string{}, map[string][]string{}
+	for _, t := range profiles.ResourceTypes() {
+		for _, p := range s.registry.Params(t) {
+			if p.Type != "reference" {
+				continue
+			}
+			if len(inc[t]) == 0 {
+				inc[t] = append(inc[t], "*")
+			}
+			inc[t] = append(inc[t], t+":"+p.Code)
+			for _, target := range p.Targets {
+				rev[target] = append(rev[target], t+":"+p.Code)
+			}
+		}
+	}
+	return inc, rev
 }

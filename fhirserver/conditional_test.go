@@ -101,10 +101,19 @@ func TestClaimedInteractionsWork(t *testing.T) {
 			{"vread", "GET", "/" + typ + "/" + id + "/_history/2", nil, 200},
 			{"history-instance", "GET", "/" + typ + "/" + id + "/_history", nil, 200},
 			{"history-type", "GET", "/" + typ + "/_history", nil, 200},
+			{"search-type", "GET", "/" + typ + "?_id=" + id, nil, 200},
+			{"patch", "PATCH", "/" + typ + "/" + id, []byte(`[{"op":"test","path":"/id","value":"` + id + `"}]`), 200},
 			{"delete", "DELETE", "/" + typ + "/" + id, nil, 204},
 			{"history-system", "GET", "/_history", nil, 200},
+			{"search-system", "GET", "?_type=" + typ, nil, 200},
+			{"batch", "POST", "", []byte(`{"resourceType":"Bundle","type":"batch","entry":[{"request":{"method":"GET","url":"` + typ + `/` + id + `"}}]}`), 200},
+			{"transaction", "POST", "", []byte(`{"resourceType":"Bundle","type":"transaction","entry":[{"request":{"method":"GET","url":"` + typ + `?_id=` + id + `"}}]}`), 200},
 		} {
-			if r := h.do(step.method, step.path, step.body); r.status != step.status {
+			var headers []string
+			if step.method == "PATCH" {
+				headers = []string{"Content-Type", "application/json-patch+json"}
+			}
+			if r := h.do(step.method, step.path, step.body, headers...); r.status != step.status {
 				t.Errorf("%s %s: %d %s", typ, step.interaction, r.status, r.body)
 			}
 		}

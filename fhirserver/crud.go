@@ -1,6 +1,8 @@
 package fhirserver
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -17,7 +19,7 @@ import (
 const maxCASAttempts = 32
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
-	v, err := s.store.Read(r.Context(), c.typ, c.id)
+	v, err := s.db(r.Context()).Read(r.Context(), c.typ, c.id)
 	if err != nil {
 		return s.notFound(err, c)
 	}
@@ -39,7 +41,7 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil || n <= 0 {
 		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+quote(c.vid))
 	}
-	v, err := s.store.VRead(r.Context(), c.typ, c.id, n)
+	v, err := s.db(r.Context()).VRead(r.Context(), c.typ, c.id, n)
 	if errors.Is(err, store.ErrNotFound) {
 		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+c.vid)
 	}
@@ -82,6 +84,11 @@ func gone(c *call, v *store.Version) error {
 // the URL. Bundles may be larger than other resources. The body's bytes are
 // reserved from the validation budget while it is read and checked.
 func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, error) {
+	return s.readBodyWith(r, typ, s.validator.Check)
+}
+
+// readBodyWith is readBody with another structural check.
+func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (fhirjson.Info, error)) ([]byte, fhirjson.Info, error) {
 	if err := checkContentType(r); err != nil {
 		return nil, fhirjson.Info{}, err
 	}
@@ -107,7 +114,18 @@ func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, e
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}
-	info, err := s.validator.Check(body)
+	var info fhirjson.Info
+	if isValidated(r.Context()) {
+		// An entry of a Bundle that was validated as a whole.
+		if json.Unmarshal(body, &struct {
+			ResourceType *string `json:"resourceType"`
+			ID           *string `json:"id"`
+		}{&info.ResourceType, &info.ID}) != nil {
+			err = outcome.New(http.StatusBadRequest, "structure", "a FHIR resource must be a JSON object")
+		}
+	} else {
+		info, err = check(body)
+	}
 	if err != nil {
 		return nil, info, err
 	}
@@ -122,9 +140,10 @@ func (s *Server) now() time.Time {
 	return s.cfg.Now().UTC().Truncate(time.Millisecond)
 }
 
-// nextWrite builds version n of a resource. lastUpdated never goes backwards
-// within one resource, even if the clock does.
-func (s *Server) nextWrite(typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
+// nextWrite builds the version after prev (nil: none) of a resource, with
+// its index rows. lastUpdated never goes backwards within one resource, even
+// if the clock does.
+func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
 	w := store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.now(), Method: method}
 	if prev != nil {
 		w.Version = prev.Version + 1
@@ -137,7 +156,15 @@ func (s *Server) nextWrite(typ, id string, prev *store.Version, body []byte, met
 		return w, nil
 	}
 	var err error
-	w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated)
+	if w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated); err != nil {
+		return w, err
+	}
+	if typ == "SearchParameter" {
+		if err := s.activateSearchParameter(w.Body); err != nil {
+			return w, err
+		}
+	}
+	w.Index, err = s.indexRows(ctx, typ, w.Body)
 	return w, err
 }
 
@@ -147,19 +174,30 @@ func stored(w store.Write) *store.Version {
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
-	if r.Header.Get("If-None-Exist") != "" {
-		return outcome.New(http.StatusNotImplemented, "not-supported", "conditional create (If-None-Exist) is not implemented by this server")
-	}
 	body, _, err := s.readBody(r, c.typ)
 	if err != nil {
 		return err
 	}
-	// The spec says a server ignores any id in a create body; the new id is ours.
-	wr, err := s.nextWrite(c.typ, newID(s.cfg.Now()), nil, body, store.MethodCreate)
+	ctx := r.Context()
+	// The spec says a server ignores any id in a create body; the new id is
+	// ours (or the one a transaction Bundle assigned to this entry).
+	id := assignedID(ctx)
+	if id == "" {
+		id = newID(s.cfg.Now())
+	}
+	if cond := r.Header.Get("If-None-Exist"); cond != "" {
+		return s.conditionalCreate(w, r, c, cond, id, body)
+	}
+	wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
 	if err != nil {
 		return err
 	}
-	if err := s.store.Put(r.Context(), wr); err != nil {
+	if tx, ok := txFrom(ctx); ok {
+		err = tx.Put(ctx, wr)
+	} else {
+		err = s.store.Put(ctx, wr)
+	}
+	if err != nil {
 		return err
 	}
 	s.writeResult(w, r, c, http.StatusCreated, stored(wr), "created "+c.typ+"/"+wr.ID)
@@ -185,7 +223,7 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	var created bool
 	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
 		created = prev == nil || prev.Deleted
-		wr, err := s.nextWrite(c.typ, c.id, prev, body, store.MethodUpdate)
+		wr, err := s.nextWrite(r.Context(), c.typ, c.id, prev, body, store.MethodUpdate)
 		return &wr, err
 	})
 	if err != nil {
@@ -208,7 +246,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
 		if prev == nil || prev.Deleted {
 			return nil, nil // deleting what is not there is idempotent
 		}
-		wr, err := s.nextWrite(c.typ, c.id, prev, nil, store.MethodDelete)
+		wr, err := s.nextWrite(r.Context(), c.typ, c.id, prev, nil, store.MethodDelete)
 		return &wr, err
 	})
 	if err != nil {
@@ -225,37 +263,21 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
 // Where the store has transactions the read and the write share one, so
 // writers queue instead of racing. Otherwise each attempt is a
 // compare-and-swap; a lost race is retried after a short random pause.
+// Inside a transaction Bundle the Bundle's transaction is used as is.
 func (s *Server) mutate(r *http.Request, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
 	ctx := r.Context()
-	attempt := func(rw store.Tx) (*store.Version, error) {
-		prev, err := rw.Read(ctx, c.typ, c.id)
-		if errors.Is(err, store.ErrNotFound) {
-			prev, err = nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := pre.check(c, prev); err != nil {
-			return nil, err
-		}
-		wr, err := next(prev)
-		if err != nil || wr == nil {
-			return prev, err
-		}
-		if err := rw.Put(ctx, *wr); err != nil {
-			return nil, err
-		}
-		return stored(*wr), nil
+	if tx, ok := txFrom(ctx); ok {
+		return s.applyOne(ctx, tx, c, pre, next)
 	}
 	for i := 0; ; i++ {
 		var v *store.Version
 		err := s.store.Transact(ctx, func(tx store.Tx) error {
 			var err error
-			v, err = attempt(tx)
+			v, err = s.applyOne(ctx, tx, c, pre, next)
 			return err
 		})
 		if errors.Is(err, store.ErrTransactionsUnsupported) {
-			v, err = attempt(s.store)
+			v, err = s.applyOne(ctx, s.store, c, pre, next)
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			return v, err
@@ -273,6 +295,28 @@ func (s *Server) mutate(r *http.Request, c *call, pre preconditions, next func(p
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// applyOne is one attempt of mutate through rw.
+func (s *Server) applyOne(ctx context.Context, rw store.Tx, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
+	prev, err := rw.Read(ctx, c.typ, c.id)
+	if errors.Is(err, store.ErrNotFound) {
+		prev, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := pre.check(c, prev); err != nil {
+		return nil, err
+	}
+	wr, err := next(prev)
+	if err != nil || wr == nil {
+		return prev, err
+	}
+	if err := rw.Put(ctx, *wr); err != nil {
+		return nil, err
+	}
+	return stored(*wr), nil
 }
 
 // deleted answers a delete: 204, or 200 with an OperationOutcome when the

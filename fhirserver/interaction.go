@@ -19,6 +19,13 @@ const (
 	Create          Interaction = "create"
 	HistorySystem   Interaction = "history-system"
 	Capabilities    Interaction = "capabilities"
+	SearchType      Interaction = "search-type"
+	SearchSystem    Interaction = "search-system"
+	Patch           Interaction = "patch"
+	Transaction     Interaction = "transaction"
+	Batch           Interaction = "batch"
+	// Operation is an extended operation; Access.Operation names it.
+	Operation Interaction = "operation"
 )
 
 // Access describes one interaction a caller attempts, for authorization.
@@ -26,6 +33,7 @@ type Access struct {
 	Interaction Interaction
 	Type        string // resource type; "" for system-level interactions
 	ID          string // "" unless the interaction names one resource
+	Operation   string // the operation's name, e.g. "$everything"
 }
 
 // Authorizer decides whether the caller behind ctx may perform an

@@ -4,6 +4,7 @@ package fhirserver
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,8 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/patch"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -29,6 +32,18 @@ type Config struct {
 	Limits fhirjson.Limits
 	// DefaultCount and MaxCount bound page sizes (_count).
 	DefaultCount, MaxCount int
+	// MaxBundleEntries bounds the entries of a batch or transaction
+	// (default 1000); a larger Bundle is refused with 413.
+	MaxBundleEntries int
+	// MaxConditionalDeletes is how many resources one conditional delete
+	// may remove (default 1: only single deletes).
+	MaxConditionalDeletes int
+	// CursorKey seals page cursors (see cursor.go). Servers sharing a store
+	// behind a load balancer must share it; nil: a random key, so cursors
+	// end with the process.
+	CursorKey []byte
+	// Registry holds the search parameters; nil: the R4 core set.
+	Registry *search.Registry
 	// Version is the software version shown in the CapabilityStatement.
 	Version string
 	// Authorizer enforces scopes; nil allows every interaction.
@@ -44,7 +59,12 @@ type Server struct {
 	store      store.Store
 	validator  *fhirjson.Validator
 	budget     *budget
+	registry   *search.Registry
 	capability []byte
+	// router and prefix are where Register mounted the API; Bundle entries
+	// are dispatched through them.
+	router http.Handler
+	prefix string
 }
 
 // New builds the service over st.
@@ -57,11 +77,28 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	if cfg.DefaultCount <= 0 {
 		cfg.DefaultCount = 20
 	}
-	if cfg.MaxCount < cfg.DefaultCount {
+	if cfg.MaxCount <= 0 {
 		cfg.MaxCount = max(1000, cfg.DefaultCount)
 	}
+	cfg.DefaultCount = min(cfg.DefaultCount, cfg.MaxCount)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxBundleEntries <= 0 {
+		cfg.MaxBundleEntries = 1000
+	}
+	if len(cfg.CursorKey) == 0 {
+		cfg.CursorKey = make([]byte, 32)
+		if _, err := rand.Read(cfg.CursorKey); err != nil {
+			return nil, fmt.Errorf("fhirserver: cursor key: %w", err)
+		}
+	}
+	if cfg.Registry == nil {
+		reg, err := search.NewRegistry()
+		if err != nil {
+			return nil, fmt.Errorf("fhirserver: %w", err)
+		}
+		cfg.Registry = reg
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -72,7 +109,12 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	}
 	// One maximal Bundle, or several smaller bodies, may be under validation
 	// at once.
-	s := &Server{cfg: cfg, store: st, validator: v, budget: newBudget(cfg.Limits.MaxBundleBytes)}
+	s := &Server{cfg: cfg, store: st, validator: v, budget: newBudget(cfg.Limits.MaxBundleBytes), registry: cfg.Registry}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.loadSearchParameters(ctx); err != nil {
+		return nil, err
+	}
 	s.capability, err = s.capabilityStatement()
 	if err != nil {
 		return nil, err
@@ -86,11 +128,14 @@ type call struct {
 	typ    string
 	id     string
 	vid    string
+	ctype  string // the compartment search's resource type
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
-// route is one implemented interaction at one path and method.
+// route is one implemented interaction at one path and method. Routes
+// without an interaction authorize inside their handler (what they touch
+// is known only from the body or a second path segment).
 type route struct {
 	interaction Interaction
 	method      string
@@ -98,35 +143,39 @@ type route struct {
 	fn          handlerFunc
 }
 
+// Path patterns of resource types and the type of a compartment search.
+const (
+	typePath  = "/{type:[A-Z][A-Za-z]*}"
+	ctypePath = "/{ctype:[A-Z][A-Za-z]*}"
+)
+
 // routes lists everything the server implements. The CapabilityStatement is
 // generated from this table.
 func (s *Server) routes() []route {
 	return []route{
 		{Capabilities, http.MethodGet, "/metadata", s.metadata},
+		{"", http.MethodPost, "", s.bundle}, // batch and transaction: authorized per entry
+		{SearchSystem, http.MethodGet, "", s.searchSystem},
+		{SearchSystem, http.MethodPost, "/_search", s.searchSystem},
 		{HistorySystem, http.MethodGet, "/_history", s.history},
-		{Create, http.MethodPost, "/{type:[A-Z][A-Za-z]*}", s.create},
-		{HistoryType, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/_history", s.history},
-		{Read, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}", s.read},
-		{Update, http.MethodPut, "/{type:[A-Z][A-Za-z]*}/{id}", s.update},
-		{Delete, http.MethodDelete, "/{type:[A-Z][A-Za-z]*}/{id}", s.delete},
-		{HistoryInstance, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}/_history", s.history},
-		{VRead, http.MethodGet, "/{type:[A-Z][A-Za-z]*}/{id}/_history/{vid}", s.vread},
+		{"", http.MethodPost, "/$reindex", s.reindexOp},
+		{SearchType, http.MethodGet, typePath, s.searchType},
+		{Create, http.MethodPost, typePath, s.create},
+		{Update, http.MethodPut, typePath, s.conditionalUpdate},
+		{Delete, http.MethodDelete, typePath, s.conditionalDelete},
+		{Patch, http.MethodPatch, typePath, s.conditionalPatch},
+		{SearchType, http.MethodPost, typePath + "/_search", s.searchType},
+		{HistoryType, http.MethodGet, typePath + "/_history", s.history},
+		{"", http.MethodPost, typePath + "/$reindex", s.reindexOp},
+		{Read, http.MethodGet, typePath + "/{id}", s.read},
+		{Update, http.MethodPut, typePath + "/{id}", s.update},
+		{Delete, http.MethodDelete, typePath + "/{id}", s.delete},
+		{Patch, http.MethodPatch, typePath + "/{id}", s.patch},
+		{HistoryInstance, http.MethodGet, typePath + "/{id}/_history", s.history},
+		{"", http.MethodGet, typePath + "/{id}/$everything", s.everything},
+		{"", http.MethodGet, typePath + "/{id}" + ctypePath, s.searchCompartment},
+		{VRead, http.MethodGet, typePath + "/{id}/_history/{vid}", s.vread},
 	}
-}
-
-// notImplemented lists interactions FHIR defines that Kiln does not offer
-// yet: they answer 501 with an OperationOutcome rather than 404 or 405, so a
-// client learns the server understood the request.
-var notImplemented = []struct{ method, path, what string }{
-	{http.MethodGet, "", "system search"},
-	{http.MethodPost, "", "batch and transaction Bundles"},
-	{http.MethodPost, "/_search", "system search"},
-	{http.MethodGet, "/{type:[A-Z][A-Za-z]*}", "search"},
-	{http.MethodPost, "/{type:[A-Z][A-Za-z]*}/_search", "search"},
-	{http.MethodPut, "/{type:[A-Z][A-Za-z]*}", "conditional update"},
-	{http.MethodDelete, "/{type:[A-Z][A-Za-z]*}", "conditional delete"},
-	{http.MethodPatch, "/{type:[A-Z][A-Za-z]*}", "conditional patch"},
-	{http.MethodPatch, "/{type:[A-Z][A-Za-z]*}/{id}", "patch"},
 }
 
 // Register mounts the FHIR API on r under prefix (e.g. "/fhir"). The router
@@ -136,6 +185,7 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 	sub := r.PathPrefix(prefix).MatcherFunc(func(r *http.Request, _ *mux.RouteMatch) bool {
 		return r.URL.Path == prefix || strings.HasPrefix(r.URL.Path, prefix+"/")
 	}).Subrouter()
+	s.router, s.prefix = sub, prefix
 	// Panics in the FHIR API answer as an OperationOutcome.
 	sub.Use(httpserver.Recover(s.cfg.Logger, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errors.New("panic"))
@@ -151,12 +201,6 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 	}
 	for _, rt := range s.routes() {
 		add(rt.path, rt.method, s.handle(rt.interaction, rt.fn))
-	}
-	for _, ni := range notImplemented {
-		what := ni.what
-		add(ni.path, ni.method, s.handle("", func(http.ResponseWriter, *http.Request, *call) error {
-			return outcome.New(http.StatusNotImplemented, "not-supported", what+" is not implemented by this server")
-		}))
 	}
 	// A known path with another method: 405 with the methods it does accept.
 	for _, path := range paths {
@@ -176,7 +220,7 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 func (s *Server) handle(in Interaction, fn handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vars := mux.Vars(r)
-		c := &call{typ: vars["type"], id: vars["id"], vid: vars["vid"]}
+		c := &call{typ: vars["type"], id: vars["id"], vid: vars["vid"], ctype: vars["ctype"]}
 		if err := s.prepare(r, in, c); err != nil {
 			s.fail(w, r, err)
 			return
@@ -233,7 +277,17 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // toOutcome maps the errors of the layers below to OperationOutcomes.
 func toOutcome(err error) *outcome.Error {
+	var se *search.Error
+	var pe *patch.Error
 	switch {
+	case errors.As(err, &se):
+		return outcome.New(http.StatusBadRequest, "invalid", se.Error())
+	case errors.As(err, &pe):
+		code := "invalid"
+		if pe.Status == http.StatusUnprocessableEntity {
+			code = "processing"
+		}
+		return outcome.New(pe.Status, code, pe.Error())
 	case errors.Is(err, store.ErrNotFound):
 		return outcome.New(http.StatusNotFound, "not-found", "resource not found")
 	case errors.Is(err, store.ErrConflict):

@@ -22,6 +22,8 @@ type serveConfig struct {
 	LogLevel         slog.Level
 	MaxResourceBytes int64
 	MaxBundleBytes   int64
+	// Search and Bundle bounds.
+	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
 }
 
 // lookupEnv is os.LookupEnv; tests pass their own.
@@ -49,6 +51,16 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 		}
 		fs.Int64Var(p, name, def, help+" (env "+envName+")")
 	}
+	count := func(p *int, name, envName string, def int, help string) {
+		if v, ok := env(envName); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				envErr = fmt.Errorf("%s: want a positive integer, got %q", envName, v)
+			}
+			def = n
+		}
+		fs.IntVar(p, name, def, help+" (env "+envName+")")
+	}
 	str(&c.Addr, "addr", "KILN_ADDR", "127.0.0.1:8443", "TLS listen address")
 	str(&c.DataDir, "data", "KILN_DATA", "./data", "data folder: database files and the generated certificate")
 	str(&c.TLSCert, "tls-cert", "KILN_TLS_CERT", "", "PEM certificate file (default: a self-signed localhost certificate in the data folder)")
@@ -58,6 +70,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	def := fhirjson.DefaultLimits()
 	size(&c.MaxResourceBytes, "max-resource-bytes", "KILN_MAX_RESOURCE_BYTES", def.MaxResourceBytes, "largest accepted resource body")
 	size(&c.MaxBundleBytes, "max-bundle-bytes", "KILN_MAX_BUNDLE_BYTES", def.MaxBundleBytes, "largest accepted Bundle body")
+	count(&c.MaxPageSize, "max-page-size", "KILN_MAX_PAGE_SIZE", 1000, "largest _count a search or history page may ask for")
+	count(&c.MaxBundleEntries, "max-bundle-entries", "KILN_MAX_BUNDLE_ENTRIES", 1000, "most entries of a batch or transaction Bundle (413 above)")
+	count(&c.MaxConditionalDeletes, "conditional-delete-max", "KILN_CONDITIONAL_DELETE_MAX", 1, "most resources one conditional delete may remove (1: single deletes only)")
 	if envErr != nil {
 		return c, envErr
 	}
@@ -72,6 +87,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.MaxPageSize <= 0 || c.MaxBundleEntries <= 0 || c.MaxConditionalDeletes <= 0 {
+		return c, fmt.Errorf("--max-page-size, --max-bundle-entries and --conditional-delete-max must be positive")
 	}
 	if c.MaxResourceBytes <= 0 || c.MaxBundleBytes <= 0 {
 		return c, fmt.Errorf("--max-resource-bytes and --max-bundle-bytes must be positive")

@@ -2,6 +2,7 @@
 //
 //	kiln serve [flags]              start the server (see `kiln serve -h`)
 //	kiln fhirpath [flags] EXPR      evaluate a FHIRPath expression
+//	kiln admin generate|load        synthetic data and HTTP load for benchmarks
 //	kiln version                    print the version
 package main
 
@@ -43,6 +44,8 @@ Usage:
   kiln serve [flags]       start the server (kiln serve -h lists the flags)
   kiln fhirpath [--resource FILE|-] [--var name=value]... EXPRESSION
                            evaluate FHIRPath and print the result as a JSON array
+  kiln admin generate|load [flags]
+                           synthetic data and HTTP load for benchmarks (kiln admin help)
   kiln version             print the version
 `
 
@@ -60,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serve(ctx, cfg, stderr)
 	case "fhirpath":
 		return runFHIRPath(ctx, args[1:], stdin, stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kiln", version)
 		return nil

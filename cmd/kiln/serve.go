@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -29,9 +32,9 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "clinical.db"))
+	st, err := openStore(ctx, cfg.DataDir)
 	if err != nil {
-		return fmt.Errorf("opening the store: %w", err)
+		return err
 	}
 	defer func() {
 		if err := st.Close(); err != nil {
@@ -51,10 +54,28 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	return httpserver.Serve(ctx, ln, handler, logger)
 }
 
-// newHandler assembles every route behind the one middleware chain.
-func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Handler, error) {
-	fhir, err := fhirserver.New(fhirserver.Config{
-		BaseURL: cfg.BaseURL + "/fhir",
+// openStore opens the embedded store of the data folder dir, which must
+// exist. `kiln serve` and `kiln admin generate` share it.
+func openStore(ctx context.Context, dir string) (*sqlite.Store, error) {
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "clinical.db"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the store: %w", err)
+	}
+	return st, nil
+}
+
+// newFHIRServer builds the FHIR service of a data folder's store.
+func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirserver.Server, error) {
+	cursorKey, err := loadCursorKey(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return fhirserver.New(fhirserver.Config{
+		BaseURL:               cfg.BaseURL + "/fhir",
+		MaxCount:              cfg.MaxPageSize,
+		MaxBundleEntries:      cfg.MaxBundleEntries,
+		MaxConditionalDeletes: cfg.MaxConditionalDeletes,
+		CursorKey:             cursorKey,
 		Limits: fhirjson.Limits{
 			MaxResourceBytes: cfg.MaxResourceBytes,
 			MaxBundleBytes:   cfg.MaxBundleBytes,
@@ -63,6 +84,11 @@ func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Hand
 		Version: version,
 		Logger:  logger,
 	}, st)
+}
+
+// newHandler assembles every route behind the one middleware chain.
+func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Handler, error) {
+	fhir, err := newFHIRServer(cfg, st, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -125,4 +151,25 @@ Kiln %s — FHIR R4 server
   Stop:        Ctrl-C (in-flight requests are drained)
 
 `, version, cfg.BaseURL, kind, certFile, fingerprint, certFile, cfg.BaseURL)
+}
+
+// loadCursorKey reads the key that seals search page cursors from the data
+// folder, creating it once: cursors then survive a restart.
+func loadCursorKey(dir string) ([]byte, error) {
+	path := filepath.Join(dir, "cursor.key")
+	key, err := os.ReadFile(path)
+	if err == nil && len(key) >= 32 {
+		return key, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the cursor key: %w", err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("creating the cursor key: %w", err)
+	}
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		return nil, fmt.Errorf("writing the cursor key: %w", err)
+	}
+	return key, nil
 }

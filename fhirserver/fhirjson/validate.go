@@ -63,6 +63,18 @@ type Info struct {
 // (narrative.go). Failures are *outcome.Error with
 // status 400 (413 for a body over the size limits).
 func (v *Validator) Check(body []byte) (Info, error) {
+	return v.check(body, false)
+}
+
+// CheckBatch validates a batch Bundle as a whole but not its entries'
+// resources beyond the guard (well-formed JSON): each entry of a batch
+// succeeds or fails on its own, so their resources are validated when each
+// entry is processed.
+func (v *Validator) CheckBatch(body []byte) (Info, error) {
+	return v.check(body, true)
+}
+
+func (v *Validator) check(body []byte, shellOnly bool) (Info, error) {
 	if int64(len(body)) > v.lim.MaxBundleBytes {
 		return Info{}, tooLarge(v.lim.MaxBundleBytes)
 	}
@@ -80,7 +92,18 @@ func (v *Validator) Check(body []byte) (Info, error) {
 		return Info{}, tooLarge(v.lim.MaxResourceBytes)
 	}
 
-	issues := v.structural(body, "")
+	var issues []outcome.Issue
+	switch {
+	case info.ResourceType != "Bundle":
+		issues = v.structural(body, "")
+	case shellOnly:
+		if shell, _, ok := splitBundle(body); ok {
+			body = shell
+		}
+		return info, issuesErr(v.structural(body, ""))
+	default:
+		issues = v.structuralBundle(body)
+	}
 	issues = append(issues, v.checkContained(body, info.ResourceType, s.contained)...)
 	issues = append(issues, checkNarratives(body, info.ResourceType, s.narratives)...)
 	if len(issues) > 0 {
@@ -220,6 +243,13 @@ func (r *reporter) ReportValidationError(path string, err error) error {
 
 // ReportValidationWarning ignores warnings: Check only rejects.
 func (r *reporter) ReportValidationWarning(string, error) error { return nil }
+
+func issuesErr(issues []outcome.Issue) error {
+	if len(issues) == 0 {
+		return nil
+	}
+	return badRequest(issues)
+}
 
 func badRequest(issues []outcome.Issue) *outcome.Error {
 	issues = sortIssues(issues)

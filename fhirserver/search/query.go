@@ -94,7 +94,7 @@ const (
 // query range [qlo, qhi) (the specification's table):
 //
 //	eq  lo >= qlo && hi <= qhi          the query range contains the value
-//	ne  !eq
+//	ne  !eq, for some stored value (a resource without any does not match)
 //	gt  hi > qhi                         some of the value lies above the query
 //	lt  lo < qlo                         some of the value lies below it
 //	ge  gt || eq
@@ -137,7 +137,7 @@ type Match struct {
 	// compartment clause names a different parameter per type).
 	Type string
 	// Not negates the match: the resource has no entry that satisfies it
-	// (token :not, the ne prefix). A resource without the parameter at all
+	// (token :not, :not-in). A resource without the parameter at all
 	// satisfies a negated match.
 	Not bool
 

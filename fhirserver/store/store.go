@@ -39,6 +39,7 @@ const (
 	MethodCreate Method = "POST"
 	MethodUpdate Method = "PUT"
 	MethodDelete Method = "DELETE"
+	MethodPatch  Method = "PATCH"
 )
 
 // Version is one stored version of a resource.
@@ -72,7 +73,8 @@ type Write struct {
 	// resource's previous rows with them in the same atomic step as the
 	// version, so a search never sees a version without its rows or rows
 	// of a version that is no longer current. Nil (and every tombstone)
-	// leaves the resource with no rows: it is found by no search.
+	// leaves the resource with no rows: no clause matches it, though a
+	// search without clauses lists it (tombstones never).
 	Index *search.Rows
 }
 
@@ -138,6 +140,22 @@ type SearchPage struct {
 type Searcher interface {
 	// Search runs q. A malformed or foreign q.Cursor is ErrBadCursor.
 	Search(ctx context.Context, q *search.Query) (*SearchPage, error)
+}
+
+// IndexUpdate replaces the index rows of one resource's current version.
+type IndexUpdate struct {
+	Type, ID string
+	Version  int64 // the version the rows were extracted from
+	Rows     *search.Rows
+}
+
+// Indexer rebuilds index rows without writing new versions: a reindex
+// after a search parameter was added.
+type Indexer interface {
+	// Reindex applies the updates atomically. An update whose resource's
+	// current version is no longer Version is skipped (its rows were
+	// rewritten with that newer version); applied counts the others.
+	Reindex(ctx context.Context, updates []IndexUpdate) (applied int, err error)
 }
 
 // Writer applies new versions.

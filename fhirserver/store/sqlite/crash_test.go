@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -138,6 +140,11 @@ func TestCrashChild(t *testing.T) {
 			return w
 		}
 		w.Body = fmt.Appendf(nil, `{"resourceType":%q,"id":%q,"pad":%q}`, typ, id, strings.Repeat("x", rand.IntN(4000)))
+		// Index rows naming the version, so a crash that kept rows of
+		// one version and the pointer of another would show.
+		v := strconv.FormatInt(version, 10)
+		w.Index = &search.Rows{Keys: []string{"v\x1f" + v}, Dates: []search.DateRow{{Param: "v", Low: version, High: version + 1}},
+			Numbers: []search.NumberRow{{Param: "v", Low: float64(version), High: float64(version)}}, Sorts: []search.SortRow{{Param: "v", Lo: version, Hi: version}}}
 		return w
 	}
 	report := func(ws ...store.Write) {

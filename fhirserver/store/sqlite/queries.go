@@ -34,7 +34,26 @@ const (
 			version = excluded.version,
 			seq = excluded.seq,
 			deleted = excluded.deleted,
-			last_updated = excluded.last_updated`
+			last_updated = excluded.last_updated
+		RETURNING rid`
+
+	// Index rows are replaced wholesale on every write of a resource.
+	// Each shape is inserted with one statement per resource: the rows
+	// travel as one JSON array, so a resource with 50 keys costs one
+	// statement execution, not 50.
+	deleteKeysSQL    = `DELETE FROM search_keys WHERE rid = ?`
+	deleteDatesSQL   = `DELETE FROM search_dates WHERE rid = ?`
+	deleteNumbersSQL = `DELETE FROM search_numbers WHERE rid = ?`
+	deleteSortsSQL   = `DELETE FROM search_sorts WHERE rid = ?`
+
+	insertKeysSQL = `INSERT OR IGNORE INTO search_keys (key, type, rid)
+		SELECT value, ?2, ?3 FROM json_each(?1)`
+	insertDatesSQL = `INSERT OR IGNORE INTO search_dates (rid, param, low, high, type)
+		SELECT ?3, value ->> 0, value ->> 1, value ->> 2, ?2 FROM json_each(?1)`
+	insertNumbersSQL = `INSERT OR IGNORE INTO search_numbers (rid, param, low, high, type)
+		SELECT ?3, value ->> 0, value ->> 1, value ->> 2, ?2 FROM json_each(?1)`
+	insertSortsSQL = `INSERT OR IGNORE INTO search_sorts (rid, param, type, lo, hi)
+		SELECT ?3, value ->> 0, ?2, value ->> 1, value ->> 2 FROM json_each(?1)`
 )
 
 // level is the scope of a history query.
@@ -142,7 +161,19 @@ func (q *readQueries) close() error {
 // writeQueries are the statements of the compare-and-swap in Put.
 type writeQueries struct {
 	current, insert, upsert *sql.Stmt
+	// index rows: delete by rid, insert from a JSON array
+	delete [numShapes]*sql.Stmt
+	insRow [numShapes]*sql.Stmt
 }
+
+// The row shapes of search.Rows, in the order of the statements above.
+const (
+	shapeKeys = iota
+	shapeDates
+	shapeNumbers
+	shapeSorts
+	numShapes
+)
 
 func (q *writeQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 	prep := func(dst **sql.Stmt, query string) {
@@ -153,11 +184,21 @@ func (q *writeQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 	prep(&q.current, currentSQL)
 	prep(&q.insert, insertSQL)
 	prep(&q.upsert, upsertSQL)
+	for i, d := range []string{deleteKeysSQL, deleteDatesSQL, deleteNumbersSQL, deleteSortsSQL} {
+		prep(&q.delete[i], d)
+	}
+	for i, d := range []string{insertKeysSQL, insertDatesSQL, insertNumbersSQL, insertSortsSQL} {
+		prep(&q.insRow[i], d)
+	}
 	return err
 }
 
 func (q *writeQueries) close() error {
-	return errors.Join(closeStmt(q.current), closeStmt(q.insert), closeStmt(q.upsert))
+	errs := []error{closeStmt(q.current), closeStmt(q.insert), closeStmt(q.upsert)}
+	for i := range numShapes {
+		errs = append(errs, closeStmt(q.delete[i]), closeStmt(q.insRow[i]))
+	}
+	return errors.Join(errs...)
 }
 
 func closeStmt(s *sql.Stmt) error {

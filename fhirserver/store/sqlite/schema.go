@@ -64,6 +64,79 @@ var migrations = [][]string{
 			PRIMARY KEY (type, id)
 		) STRICT, WITHOUT ROWID`,
 	},
+	// 2: search. resources gets a stable integer id (rid), the order search
+	// results fall back on and what index rows point at; one index table
+	// per row shape of search.Rows (not one per parameter).
+	{
+		// Rebuilt, as SQLite cannot add a primary key. rid is never reused:
+		// nothing deletes from resources (a delete is a tombstone pointer).
+		`CREATE TABLE resources_new (
+			rid          INTEGER PRIMARY KEY,
+			type         TEXT    NOT NULL,
+			id           TEXT    NOT NULL,
+			version      INTEGER NOT NULL,
+			seq          INTEGER NOT NULL REFERENCES resource_versions (seq),
+			deleted      INTEGER NOT NULL,
+			last_updated INTEGER NOT NULL,
+			UNIQUE (type, id)
+		) STRICT`,
+		`INSERT INTO resources_new (type, id, version, seq, deleted, last_updated)
+			SELECT type, id, version, seq, deleted, last_updated FROM resources ORDER BY seq`,
+		`DROP TABLE resources`,
+		`ALTER TABLE resources_new RENAME TO resources`,
+		// A type-level search without a selective clause walks the live
+		// resources of one type in rid order (the index carries rid as its
+		// last column), testing each without reading its table row.
+		`CREATE INDEX resources_by_type ON resources (type, deleted)`,
+		// Equality keys "param\x1fvalue". The primary key serves exact and
+		// prefix lookups (then type, then rid: one key's matches come out
+		// in rid order, so a page of them needs no sort); by_rid serves the
+		// per-resource probes, includes and the delete on update. A key is
+		// unique per resource (Rows.Keys has no duplicates).
+		`CREATE TABLE search_keys (
+			key  TEXT    NOT NULL,
+			type TEXT    NOT NULL,
+			rid  INTEGER NOT NULL,
+			PRIMARY KEY (key, type, rid)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX search_keys_by_rid ON search_keys (rid, key)`,
+		// Date ranges [low, high) in unix microseconds. The primary key
+		// answers probes of one resource; by_low and by_high the range
+		// scans when a date clause drives the search. Duplicate rows carry
+		// no information, so they are dropped (INSERT OR IGNORE).
+		`CREATE TABLE search_dates (
+			rid   INTEGER NOT NULL,
+			param TEXT    NOT NULL,
+			low   INTEGER NOT NULL,
+			high  INTEGER NOT NULL,
+			type  TEXT    NOT NULL,
+			PRIMARY KEY (rid, param, low, high)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX search_dates_by_low ON search_dates (param, type, low, high)`,
+		`CREATE INDEX search_dates_by_high ON search_dates (param, type, high, low)`,
+		// Number and quantity ranges [low, high], inclusive.
+		`CREATE TABLE search_numbers (
+			rid   INTEGER NOT NULL,
+			param TEXT    NOT NULL,
+			low   REAL    NOT NULL,
+			high  REAL    NOT NULL,
+			type  TEXT    NOT NULL,
+			PRIMARY KEY (rid, param, low, high)
+		) STRICT, WITHOUT ROWID`,
+		`CREATE INDEX search_numbers_by_low ON search_numbers (param, type, low, high)`,
+		`CREATE INDEX search_numbers_by_high ON search_numbers (param, type, high, low)`,
+		// One row per parameter a resource has any entry for: _sort reads
+		// lo (ascending) or hi (descending), :missing tests presence. ANY
+		// keeps each value's own type (text, integer or real).
+		`CREATE TABLE search_sorts (
+			rid   INTEGER NOT NULL,
+			param TEXT    NOT NULL,
+			type  TEXT    NOT NULL,
+			lo    ANY,
+			hi    ANY,
+			PRIMARY KEY (rid, param)
+		) STRICT, WITHOUT ROWID`,
+	},
 }
 
 // schemaVersion is the user_version this build writes.

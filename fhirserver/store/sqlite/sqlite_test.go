@@ -257,7 +257,7 @@ func TestPragmas(t *testing.T) {
 	}
 }
 
-// TestQueryPlans: Read is a primary-key lookup plus a rowid lookup, and no
+// TestQueryPlans: Read is a unique-index lookup plus a rowid lookup, and no
 // history page scans a table or sorts (the rows come in index order); the
 // _at filter is one unique-index lookup per row.
 func TestQueryPlans(t *testing.T) {
@@ -281,7 +281,7 @@ func TestQueryPlans(t *testing.T) {
 		return strings.Join(lines, "\n")
 	}
 	read := plan(readSQL)
-	if !strings.Contains(read, "USING PRIMARY KEY") || !strings.Contains(read, "USING INTEGER PRIMARY KEY") || strings.Contains(read, "SCAN") {
+	if !strings.Contains(read, "USING INDEX sqlite_autoindex_resources_1 (type=? AND id=?)") || !strings.Contains(read, "USING INTEGER PRIMARY KEY") || strings.Contains(read, "SCAN") {
 		t.Errorf("Read plan:\n%s", read)
 	}
 	for l := range numLevels {
@@ -501,6 +501,21 @@ func checkConsistent(t testing.TB, s *Store) {
 		(SELECT 1 FROM resource_versions AS v WHERE v.type = r.type AND v.id = r.id)`).Scan(&orphans)
 	if err != nil || orphans != 0 {
 		t.Fatalf("%d pointers without versions (%v)", orphans, err)
+	}
+	// Index rows belong to live resources only, and carry their type.
+	for _, table := range []string{"search_keys", "search_dates", "search_numbers", "search_sorts"} {
+		err = s.reader.QueryRow(`SELECT count(*) FROM ` + table + ` AS x LEFT JOIN resources AS r ON r.rid = x.rid
+			WHERE r.rid IS NULL OR r.deleted = 1 OR r.type != x.type`).Scan(&orphans)
+		if err != nil || orphans != 0 {
+			t.Fatalf("%d rows of %s without a live resource (%v)", orphans, table, err)
+		}
+	}
+	// Where the rows name a version (the crash test writes them so), it is
+	// the current one.
+	err = s.reader.QueryRow(`SELECT count(*) FROM search_sorts AS x JOIN resources AS r ON r.rid = x.rid
+		WHERE x.param = 'v' AND x.lo != r.version`).Scan(&orphans)
+	if err != nil || orphans != 0 {
+		t.Fatalf("%d resources with rows of another version (%v)", orphans, err)
 	}
 }
 

@@ -34,6 +34,9 @@ type Store struct {
 	wq readQueries  // the same reads, prepared on writer (inside Transact)
 	pq writeQueries // prepared on writer
 
+	searchStmts stmtCache // search shapes, prepared on reader
+	tune        tuning
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -43,6 +46,7 @@ var _ store.Store = (*Store)(nil)
 // options are the knobs tests and benchmarks turn; Open uses the defaults.
 type options struct {
 	synchronous string
+	tune        *tuning // nil: defaultTuning
 }
 
 // Open opens (creating if needed) the database file at path, applies any
@@ -67,7 +71,10 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
-	s := &Store{path: abs}
+	s := &Store{path: abs, tune: defaultTuning}
+	if o.tune != nil {
+		s.tune = *o.tune
+	}
 	defer func() {
 		if err != nil {
 			s.closeAll()
@@ -131,7 +138,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeAll() error {
 	var errs []error
-	errs = append(errs, s.rq.close(), s.wq.close(), s.pq.close())
+	errs = append(errs, s.rq.close(), s.wq.close(), s.pq.close(), s.searchStmts.close())
 	if s.reader != nil {
 		errs = append(errs, s.reader.Close())
 	}
@@ -231,8 +238,12 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 
 	upsert := tx.StmtContext(ctx, s.pq.upsert)
 	defer upsert.Close()
-	if _, err := upsert.ExecContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu); err != nil {
+	var rid int64
+	if err := upsert.QueryRowContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu).Scan(&rid); err != nil {
 		return fail(": move pointer", err)
+	}
+	if err := s.putRows(ctx, tx, w, rid, cur == 0); err != nil {
+		return fail(": index rows", err)
 	}
 	return nil
 }

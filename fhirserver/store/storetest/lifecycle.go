@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -53,6 +54,10 @@ func testCancelled(t *testing.T, s *handle) {
 		{"VRead", func() error { _, err := s.VRead(dead, "Patient", "a", 1); return err }},
 		{"History", func() error {
 			_, err := s.History(dead, store.HistoryQuery{Count: 10})
+			return err
+		}},
+		{"Search", func() error {
+			_, err := s.Search(dead, &search.Query{Types: []string{"Patient"}, Count: 10})
 			return err
 		}},
 		{"Put", func() error { return s.Put(dead, write("Patient", "a", 2, at(2))) }},

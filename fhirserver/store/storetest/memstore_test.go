@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
@@ -33,28 +34,47 @@ type memStore struct {
 	writeMu sync.Mutex // held by Put and for the whole of Transact
 	mu      sync.Mutex // guards versions
 	// versions in write order; a version's seq is its index+1.
-	versions []store.Version
+	versions []memVersion
+}
+
+// memVersion is a version with the index rows it was written with.
+type memVersion struct {
+	store.Version
+	index *search.Rows
+}
+
+// plain drops the rows, for the functions that only need versions.
+func plain(vs []memVersion) []store.Version {
+	out := make([]store.Version, len(vs))
+	for i, v := range vs {
+		out[i] = v.Version
+	}
+	return out
 }
 
 func (s *memStore) Ping(ctx context.Context) error { return ctx.Err() }
 func (s *memStore) Close() error                   { return nil }
 
-func (s *memStore) snapshot() []store.Version {
+func (s *memStore) snapshot() []memVersion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clip(s.versions)
 }
 
 func (s *memStore) Read(ctx context.Context, typ, id string) (*store.Version, error) {
-	return read(ctx, s.snapshot(), typ, id)
+	return read(ctx, plain(s.snapshot()), typ, id)
 }
 
 func (s *memStore) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
-	return vread(ctx, s.snapshot(), typ, id, version)
+	return vread(ctx, plain(s.snapshot()), typ, id, version)
 }
 
 func (s *memStore) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
-	return history(ctx, s.snapshot(), q)
+	return history(ctx, plain(s.snapshot()), q)
+}
+
+func (s *memStore) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
+	return memSearch(ctx, s.snapshot(), q)
 }
 
 func (s *memStore) Put(ctx context.Context, w store.Write) error {
@@ -94,18 +114,22 @@ func (s *memStore) Transact(ctx context.Context, fn func(tx store.Tx) error) err
 }
 
 // memTx sees the committed versions plus its own.
-type memTx struct{ versions []store.Version }
+type memTx struct{ versions []memVersion }
 
 func (t *memTx) Read(ctx context.Context, typ, id string) (*store.Version, error) {
-	return read(ctx, t.versions, typ, id)
+	return read(ctx, plain(t.versions), typ, id)
 }
 
 func (t *memTx) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
-	return vread(ctx, t.versions, typ, id, version)
+	return vread(ctx, plain(t.versions), typ, id, version)
 }
 
 func (t *memTx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
-	return history(ctx, t.versions, q)
+	return history(ctx, plain(t.versions), q)
+}
+
+func (t *memTx) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
+	return memSearch(ctx, t.versions, q)
 }
 
 func (t *memTx) Put(ctx context.Context, w store.Write) error {
@@ -121,22 +145,24 @@ func (t *memTx) Put(ctx context.Context, w store.Write) error {
 }
 
 // check is the compare-and-swap: w must be the current version + 1.
-func check(vs []store.Version, w store.Write) (store.Version, error) {
+func check(vs []memVersion, w store.Write) (memVersion, error) {
 	var cur int64
 	for _, v := range vs {
 		if v.Type == w.Type && v.ID == w.ID {
-			cur = max(cur, v.Version)
+			cur = max(cur, v.Version.Version)
 		}
 	}
 	if w.Version != cur+1 {
-		return store.Version{}, fmt.Errorf("mem: %s/%s is at %d: %w", w.Type, w.ID, cur, store.ErrConflict)
+		return memVersion{}, fmt.Errorf("mem: %s/%s is at %d: %w", w.Type, w.ID, cur, store.ErrConflict)
 	}
 	v := store.Version{Type: w.Type, ID: w.ID, Version: w.Version, LastUpdated: w.LastUpdated.UTC(),
 		Method: w.Method, Deleted: w.Deleted}
+	mv := memVersion{Version: v}
 	if !w.Deleted {
-		v.Body = bytes.Clone(w.Body)
+		mv.Body = bytes.Clone(w.Body)
+		mv.index = cloneRows(w.Index)
 	}
-	return v, nil
+	return mv, nil
 }
 
 func read(ctx context.Context, vs []store.Version, typ, id string) (*store.Version, error) {

@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Concurrency", concurrencyTests},
 		{"Transact", transactTests},
 		{"Lifecycle", lifecycleTests},
+		{"Search", searchTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

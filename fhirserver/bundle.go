@@ -1,0 +1,366 @@
+package fhirserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// A batch or transaction Bundle is processed by dispatching each entry as a
+// request through the same router and handlers as a plain HTTP request, so
+// every entry gets exactly the semantics (and the authorization check) of
+// the interaction it names. A transaction runs every entry inside one store
+// transaction carried in the request context (txcontext.go).
+
+type bundleIn struct {
+	Type  string    `json:"type"`
+	Entry []entryIn `json:"entry"`
+}
+
+type entryIn struct {
+	FullURL  string          `json:"fullUrl"`
+	Resource json.RawMessage `json:"resource"`
+	Request  *struct {
+		Method          string `json:"method"`
+		URL             string `json:"url"`
+		IfNoneMatch     string `json:"ifNoneMatch"`
+		IfModifiedSince string `json:"ifModifiedSince"`
+		IfMatch         string `json:"ifMatch"`
+		IfNoneExist     string `json:"ifNoneExist"`
+	} `json:"request"`
+}
+
+// entryResult is the recorded answer to one entry.
+type entryResult struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// recorder is a minimal http.ResponseWriter that keeps the answer.
+type recorder struct {
+	res entryResult
+}
+
+func (r *recorder) Header() http.Header { return r.res.header }
+func (r *recorder) WriteHeader(status int) {
+	if r.res.status == 0 {
+		r.res.status = status
+	}
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	r.res.body = append(r.res.body, p...)
+	return len(p), nil
+}
+
+// bundle is POST [base] with a batch or transaction Bundle.
+func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
+	// A transaction's entries are validated with the Bundle (any failure
+	// fails it all); a batch's only as each entry is processed.
+	body, _, err := s.readBodyWith(r, "Bundle", func(body []byte) (fhirjson.Info, error) {
+		var peek struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(body, &peek) == nil && peek.Type == "batch" {
+			return s.validator.CheckBatch(body)
+		}
+		return s.validator.Check(body)
+	})
+	if err != nil {
+		return err
+	}
+	var in bundleIn
+	if err := json.Unmarshal(body, &in); err != nil {
+		return outcome.New(http.StatusBadRequest, "invalid", "malformed Bundle: "+err.Error())
+	}
+	if len(in.Entry) > s.cfg.MaxBundleEntries {
+		return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+			"the Bundle has "+strconv.Itoa(len(in.Entry))+" entries; this server takes at most "+strconv.Itoa(s.cfg.MaxBundleEntries))
+	}
+	switch in.Type {
+	case "transaction":
+		if err := s.authorize(r.Context(), Access{Interaction: Transaction}); err != nil {
+			return err
+		}
+		return s.transaction(w, r, c, in.Entry)
+	case "batch":
+		if err := s.authorize(r.Context(), Access{Interaction: Batch}); err != nil {
+			return err
+		}
+		return s.batch(w, r, c, in.Entry)
+	}
+	return outcome.New(http.StatusBadRequest, "invalid",
+		"only Bundles of type batch or transaction can be posted to the base; got "+quote(in.Type), "Bundle.type")
+}
+
+// entryRequest checks an entry's request and returns its method and URL
+// (relative to the base, without a leading slash).
+func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
+	at := "Bundle.entry[" + strconv.Itoa(i) + "].request"
+	if e.Request == nil {
+		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+" has no request", at)
+	}
+	m := e.Request.Method
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch:
+	default:
+		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": unknown request method "+quote(m), at+".method")
+	}
+	u := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL)
+	u = strings.TrimPrefix(u, "/")
+	if u == "" && m != http.MethodGet {
+		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+" has no request url", at+".url")
+	}
+	if pu, err := url.Parse(u); err != nil || pu.IsAbs() || pu.Host != "" {
+		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": the request url must be relative to this server's base; got "+quote(e.Request.URL), at+".url")
+	}
+	if (m == http.MethodPost || m == http.MethodPut) && len(e.Resource) == 0 {
+		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+": a "+m+" entry needs a resource", "Bundle.entry["+strconv.Itoa(i)+"].resource")
+	}
+	return m, u, nil
+}
+
+// dispatch runs one entry through the router and records the answer.
+func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string) entryResult {
+	target := s.prefix + "/" + rel
+	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return failed(outcome.New(http.StatusBadRequest, "invalid", "invalid request url "+quote(rel)+": "+err.Error()))
+	}
+	req.RemoteAddr = outer.RemoteAddr
+	req.Host = outer.Host
+	for _, h := range []string{"Authorization", "Prefer", "Accept"} {
+		if v := outer.Header.Values(h); len(v) > 0 {
+			req.Header[h] = v
+		}
+	}
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if rq := e.Request; rq != nil {
+		set := func(k, v string) {
+			if v != "" {
+				req.Header.Set(k, v)
+			}
+		}
+		set("If-None-Match", rq.IfNoneMatch)
+		set("If-Modified-Since", rq.IfModifiedSince)
+		set("If-Match", rq.IfMatch)
+		set("If-None-Exist", rq.IfNoneExist)
+	}
+	rec := &recorder{res: entryResult{header: http.Header{}}}
+	s.router.ServeHTTP(rec, req)
+	if rec.res.status == 0 {
+		rec.res.status = http.StatusOK
+	}
+	return rec.res
+}
+
+func failed(err error) entryResult {
+	oe, ok := outcome.As(err)
+	if !ok {
+		oe = toOutcome(err)
+	}
+	return entryResult{status: oe.Status, header: http.Header{}, body: oe.Resource()}
+}
+
+// entryBody is what an entry sends as its request body, with its media
+// type: the resource, or for PATCH the JSON Patch a Binary carries (a
+// Parameters resource is a FHIRPath Patch as it is).
+func entryBody(method string, res []byte) ([]byte, string, error) {
+	if method != http.MethodPatch {
+		return res, mimeFHIRJSON, nil
+	}
+	var b struct {
+		ResourceType string `json:"resourceType"`
+		ContentType  string `json:"contentType"`
+		Data         []byte `json:"data"`
+	}
+	if err := json.Unmarshal(res, &b); err != nil || b.ResourceType != "Binary" {
+		return res, mimeFHIRJSON, nil
+	}
+	if b.ContentType != mimeJSONPatch {
+		return nil, "", outcome.New(http.StatusBadRequest, "invalid", "a Binary patch must have contentType "+mimeJSONPatch+"; got "+quote(b.ContentType))
+	}
+	return b.Data, mimeJSONPatch, nil
+}
+
+// batch processes the entries independently, in order; each gets its own
+// status, and a failing entry does not affect the others.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries []entryIn) error {
+	results := make([]entryResult, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		method, rel, err := s.entryRequest(i, e)
+		if err != nil {
+			results[i] = failed(err)
+			continue
+		}
+		body, ct, err := entryBody(method, e.Resource)
+		if err != nil {
+			results[i] = failed(err)
+			continue
+		}
+		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct)
+	}
+	writeBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
+	return nil
+}
+
+// processingOrder is the specification's order of a transaction's entries:
+// deletes, creates, updates and patches, then reads.
+func processingOrder(method string) int {
+	switch method {
+	case http.MethodDelete:
+		return 0
+	case http.MethodPost:
+		return 1
+	case http.MethodPut, http.MethodPatch:
+		return 2
+	}
+	return 3
+}
+
+// transaction processes every entry inside one store transaction: all of
+// them apply or none does.
+func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, entries []entryIn) error {
+	type planned struct {
+		i           int
+		method, rel string
+	}
+	plan := make([]planned, 0, len(entries))
+	for i := range entries {
+		method, rel, err := s.entryRequest(i, &entries[i])
+		if err != nil {
+			return err
+		}
+		plan = append(plan, planned{i, method, rel})
+	}
+	slices.SortStableFunc(plan, func(a, b planned) int { return processingOrder(a.method) - processingOrder(b.method) })
+
+	results := make([]entryResult, len(entries))
+	ctx := validated(r.Context())
+	err := s.store.Transact(ctx, func(tx store.Tx) error {
+		ctx := withTx(ctx, tx)
+		rw := newRewriter(s, tx)
+		if err := rw.resolve(ctx, entries); err != nil {
+			return err
+		}
+		for _, p := range plan {
+			e := &entries[p.i]
+			body, err := rw.rewrite(ctx, e.Resource)
+			if err != nil {
+				return entryError(p.i, err)
+			}
+			body, ct, err := entryBody(p.method, body)
+			if err != nil {
+				return entryError(p.i, err)
+			}
+			ectx := ctx
+			if id := rw.assigned[p.i]; id != "" {
+				ectx = withAssignedID(ctx, id)
+			}
+			res := s.dispatch(ectx, r, p.method, p.rel, e, body, ct)
+			if res.status >= 400 {
+				return entryFailed(p.i, res)
+			}
+			results[p.i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return refuseWithoutTx(err, "a transaction Bundle")
+	}
+	writeBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
+	return nil
+}
+
+// entryFailed turns a failed entry's answer into the transaction's error,
+// naming the entry.
+func entryFailed(i int, res entryResult) error {
+	var oo struct {
+		Issue []outcome.Issue `json:"issue"`
+	}
+	_ = json.Unmarshal(res.body, &oo)
+	if len(oo.Issue) == 0 {
+		oo.Issue = []outcome.Issue{{Severity: "error", Code: "processing", Diagnostics: http.StatusText(res.status)}}
+	}
+	for k := range oo.Issue {
+		oo.Issue[k].Diagnostics = "entry " + strconv.Itoa(i) + ": " + oo.Issue[k].Diagnostics
+	}
+	return &outcome.Error{Status: res.status, Issues: oo.Issue}
+}
+
+func entryError(i int, err error) error {
+	if oe, ok := outcome.As(err); ok {
+		return entryFailed(i, entryResult{status: oe.Status, body: oe.Resource()})
+	}
+	return err
+}
+
+// responseBundle renders the batch-response or transaction-response.
+func (s *Server) responseBundle(typ string, results []entryResult) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"resourceType":"Bundle","id":`)
+	writeJSONString(&b, newID(s.cfg.Now()))
+	b.WriteString(`,"meta":{"lastUpdated":"`)
+	b.WriteString(fhirjson.FormatInstant(s.now()))
+	b.WriteString(`"},"type":"` + typ + `","entry":[`)
+	for i, res := range results {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('{')
+		isOutcome := res.status >= 400
+		if len(res.body) > 0 && !isOutcome {
+			b.WriteString(`"resource":`)
+			b.Write(res.body)
+			b.WriteByte(',')
+		}
+		b.WriteString(`"response":{"status":`)
+		writeJSONString(&b, strconv.Itoa(res.status)+" "+http.StatusText(res.status))
+		if loc := res.header.Get("Location"); loc != "" {
+			b.WriteString(`,"location":`)
+			writeJSONString(&b, loc)
+		}
+		if et := res.header.Get("ETag"); et != "" {
+			b.WriteString(`,"etag":`)
+			writeJSONString(&b, et)
+		}
+		if lm := res.header.Get("Last-Modified"); lm != "" {
+			if t, err := http.ParseTime(lm); err == nil {
+				b.WriteString(`,"lastModified":"` + fhirjson.FormatInstant(t) + `"`)
+			}
+		}
+		if isOutcome && len(res.body) > 0 {
+			b.WriteString(`,"outcome":`)
+			b.Write(res.body)
+		}
+		b.WriteString(`}}`)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// validatedKey marks entries of a Bundle that passed structural validation
+// as part of the Bundle, so that their handlers do not validate them again.
+type validatedKey struct{}
+
+func validated(ctx context.Context) context.Context {
+	return context.WithValue(ctx, validatedKey{}, true)
+}
+
+func isValidated(ctx context.Context) bool {
+	v, _ := ctx.Value(validatedKey{}).(bool)
+	return v
+}

@@ -1,0 +1,216 @@
+package fhirserver
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// Conditional interactions find their target by search criteria. The
+// search and the write run in one store transaction: with SQLite's single
+// writer two concurrent conditional creates with the same criteria queue,
+// and the second finds what the first created. A store without
+// transactions cannot make them race-free, so they are refused there
+// rather than run with a window for duplicates.
+
+// criteria parses conditional criteria (a query string) for typ. Unknown
+// parameters are errors: ignoring one would widen the match.
+func (s *Server) criteria(typ, raw string, limit int) (*search.Query, error) {
+	params, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search criteria: "+err.Error())
+	}
+	for _, k := range []string{"_format", "_pretty"} {
+		params.Del(k)
+	}
+	if len(params) == 0 {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "a conditional interaction needs search criteria")
+	}
+	p, err := s.registry.Parse([]string{typ}, params, s.parseOptions(true))
+	if err != nil {
+		return nil, err
+	}
+	q := p.Query
+	q.Count, q.Include, q.RevInclude, q.Sort, q.Total = limit, nil, nil, nil, search.TotalNone
+	return q, nil
+}
+
+// matchIn runs criteria inside tx and returns up to q.Count matches.
+func matchIn(ctx context.Context, tx store.Tx, q *search.Query) ([]*store.Version, error) {
+	page, err := tx.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return page.Matches, nil
+}
+
+func notSelective(typ string, n int) error {
+	return outcome.New(http.StatusPreconditionFailed, "multiple-matches",
+		"the criteria match "+strconv.Itoa(n)+" or more "+typ+" resources; they must match at most one")
+}
+
+// conditionalCreate is create with If-None-Exist: nothing matches → create;
+// one match → 200 with the existing resource; more → 412.
+func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *call, cond, id string, body []byte) error {
+	ctx := r.Context()
+	q, err := s.criteria(c.typ, cond, 2)
+	if err != nil {
+		return err
+	}
+	var existing, created *store.Version
+	err = s.transact(ctx, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		switch len(found) {
+		case 0:
+		case 1:
+			existing = found[0]
+			return nil
+		default:
+			return notSelective(c.typ, len(found))
+		}
+		wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(ctx, wr); err != nil {
+			return err
+		}
+		created = stored(wr)
+		return nil
+	})
+	if err != nil {
+		return refuseWithoutTx(err, "conditional create")
+	}
+	if existing != nil {
+		w.Header().Set("Location", s.versionURL(existing))
+		s.writeResult(w, r, &call{format: c.format, typ: existing.Type, id: existing.ID}, http.StatusOK, existing,
+			"a matching "+c.typ+" exists: "+existing.Type+"/"+existing.ID+"; nothing was created")
+		return nil
+	}
+	s.writeResult(w, r, c, http.StatusCreated, created, "created "+c.typ+"/"+created.ID)
+	return nil
+}
+
+func refuseWithoutTx(err error, what string) error {
+	if errors.Is(err, store.ErrTransactionsUnsupported) {
+		return outcome.New(http.StatusNotImplemented, "not-supported",
+			what+" needs transactions, which this deployment's store does not offer")
+	}
+	return err
+}
+
+// conditionalUpdate is PUT [type]?criteria: no match → create (with the
+// body's id if it has one); one match → update it; more → 412.
+func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *call) error {
+	body, info, err := s.readBody(r, c.typ)
+	if err != nil {
+		return err
+	}
+	pre, err := writePreconditions(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
+	if err != nil {
+		return err
+	}
+	var v *store.Version
+	var created bool
+	target := &call{format: c.format, typ: c.typ}
+	err = s.transact(ctx, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		switch len(found) {
+		case 0:
+			// A transaction Bundle decided the id already, so that
+			// references to the entry could be rewritten to it.
+			target.id = cmp.Or(assignedID(ctx), info.ID, newID(s.cfg.Now()))
+		case 1:
+			target.id = found[0].ID
+			if info.ID != "" && info.ID != target.id {
+				return outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the matching resource "+c.typ+"/"+target.id, c.typ+".id")
+			}
+		default:
+			return notSelective(c.typ, len(found))
+		}
+		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) {
+			created = prev == nil || prev.Deleted
+			wr, err := s.nextWrite(ctx, c.typ, target.id, prev, body, store.MethodUpdate)
+			return &wr, err
+		})
+		return err
+	})
+	if err != nil {
+		return refuseWithoutTx(err, "conditional update")
+	}
+	status, msg := http.StatusOK, "updated "+c.typ+"/"+target.id
+	if created {
+		status, msg = http.StatusCreated, "created "+c.typ+"/"+target.id
+	}
+	s.writeResult(w, r, target, status, v, msg)
+	return nil
+}
+
+// conditionalDelete is DELETE [type]?criteria: every match is deleted when
+// there are at most Config.MaxConditionalDeletes of them (1 unless multiple
+// deletes are enabled); more → 412. No match is not an error: the
+// criteria's resources are gone either way, as with a plain delete.
+func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *call) error {
+	ctx := r.Context()
+	limit := max(s.cfg.MaxConditionalDeletes, 1)
+	q, err := s.criteria(c.typ, r.URL.RawQuery, limit+1)
+	if err != nil {
+		return err
+	}
+	var last *store.Version
+	n := 0
+	err = s.transact(ctx, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		if len(found) > limit {
+			return notSelective(c.typ, len(found))
+		}
+		for _, m := range found {
+			wr, err := s.nextWrite(ctx, m.Type, m.ID, m, nil, store.MethodDelete)
+			if err != nil {
+				return err
+			}
+			if err := tx.Put(ctx, wr); err != nil {
+				return err
+			}
+			last = stored(wr)
+		}
+		n = len(found)
+		return nil
+	})
+	if err != nil {
+		return refuseWithoutTx(err, "conditional delete")
+	}
+	if n != 1 {
+		last = nil // no single ETag to report
+	}
+	if preferReturn(r) == returnOutcome {
+		writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("deleted "+strconv.Itoa(n)+" "+c.typ+" resource(s)")))
+		return nil
+	}
+	if last != nil {
+		w.Header().Set("ETag", etag(last.Version))
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,62 @@
+package fhirserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// Custom search parameters: an active SearchParameter written to the server
+// joins the registry, and resources written from then on are indexed by it.
+// Resources written before are found by it only after a reindex ($reindex,
+// kiln admin reindex).
+
+// activateSearchParameter registers an active SearchParameter body. A
+// parameter the registry refuses (a clash with a core code, an expression
+// that does not compile) refuses the write: the client asked for a
+// parameter that would not work.
+func (s *Server) activateSearchParameter(body []byte) error {
+	var sp struct {
+		profiles.SearchParameter
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &sp); err != nil {
+		return outcome.New(http.StatusBadRequest, "invalid", "malformed SearchParameter: "+err.Error())
+	}
+	if sp.Status != "active" {
+		return nil
+	}
+	if err := s.registry.AddCustom(sp.SearchParameter); err != nil {
+		return outcome.New(http.StatusUnprocessableEntity, "processing", "the SearchParameter cannot be used for search: "+err.Error())
+	}
+	return nil
+}
+
+// loadSearchParameters registers the active SearchParameters already in
+// the store, at start-up.
+func (s *Server) loadSearchParameters(ctx context.Context) error {
+	q := &search.Query{Types: []string{"SearchParameter"}, Count: 200}
+	for {
+		page, err := s.store.Search(ctx, q)
+		if err != nil {
+			return fmt.Errorf("fhirserver: loading SearchParameters: %w", err)
+		}
+		for _, v := range page.Matches {
+			if err := s.activateSearchParameter(v.Body); err != nil {
+				// A stored parameter that no longer registers (say, a core
+				// parameter of the same code appeared) must not stop the
+				// server; it is reported and left out.
+				s.cfg.Logger.WarnContext(ctx, "stored SearchParameter not registered", "id", v.ID, "err", err)
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		q.Cursor = page.Next
+	}
+}

@@ -1,0 +1,32 @@
+package fhirserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+)
+
+// indexRows extracts the search index rows of a resource body as it will be
+// stored (id and meta already written in, so _id and _lastUpdated are
+// indexed too).
+func (s *Server) indexRows(ctx context.Context, typ string, body []byte) (*search.Rows, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var res map[string]any
+	if err := dec.Decode(&res); err != nil {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "the resource is not a JSON object: "+err.Error())
+	}
+	entries, err := s.registry.Extract(ctx, typ, res)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, outcome.New(http.StatusBadRequest, "processing", "the resource could not be indexed for search: "+err.Error())
+	}
+	rows := search.MakeRows(entries)
+	return &rows, nil
+}

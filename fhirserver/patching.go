@@ -1,0 +1,141 @@
+package fhirserver
+
+import (
+	"context"
+	"mime"
+	"net/http"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/patch"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+const mimeJSONPatch = "application/json-patch+json"
+
+// patchDoc is a PATCH request body: a JSON Patch, or a FHIRPath Patch
+// (a Parameters resource).
+type patchDoc struct {
+	jsonPatch bool
+	body      []byte
+}
+
+// readPatch reads and checks a PATCH body. A FHIRPath Patch is a resource
+// and passes the same structural validation as any other body.
+func (s *Server) readPatch(r *http.Request) (patchDoc, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		mt = ""
+	}
+	switch mt {
+	case mimeJSONPatch:
+		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes)
+		return patchDoc{jsonPatch: true, body: body}, err
+	case mimeFHIRJSON, mimeJSON, "application/json+fhir":
+		body, _, err := s.readBody(r, "Parameters")
+		return patchDoc{body: body}, err
+	}
+	return patchDoc{}, outcome.New(http.StatusUnsupportedMediaType, "not-supported",
+		"PATCH takes a JSON Patch ("+mimeJSONPatch+") or a FHIRPath Patch Parameters resource ("+mimeFHIRJSON+"); got "+quote(r.Header.Get("Content-Type")))
+}
+
+// patched applies doc to the current version and validates the result like
+// any other write: a patch cannot change the type or the id.
+func (s *Server) patched(ctx context.Context, c *call, prev *store.Version, doc patchDoc) (*store.Write, error) {
+	if prev == nil {
+		return nil, outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" is not known")
+	}
+	if prev.Deleted {
+		return nil, gone(c, prev)
+	}
+	var out []byte
+	var err error
+	if doc.jsonPatch {
+		out, err = patch.JSONPatch(prev.Body, doc.body)
+	} else {
+		out, err = patch.FHIRPathPatch(prev.Body, doc.body)
+	}
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.budget.acquire(ctx, int64(len(out)))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	info, err := s.validator.Check(out)
+	if err != nil {
+		if oe, ok := outcome.As(err); ok && oe.Status == http.StatusBadRequest {
+			// The patch was well formed; the resource it produces is not.
+			oe.Status = http.StatusUnprocessableEntity
+		}
+		return nil, err
+	}
+	if info.ResourceType != c.typ || info.ID != c.id {
+		return nil, outcome.New(http.StatusUnprocessableEntity, "processing", "a patch must not change the resource's type or id")
+	}
+	wr, err := s.nextWrite(ctx, c.typ, c.id, prev, out, store.MethodPatch)
+	return &wr, err
+}
+
+// patch is PATCH [type]/[id].
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, c *call) error {
+	doc, err := s.readPatch(r)
+	if err != nil {
+		return err
+	}
+	pre, err := writePreconditions(r)
+	if err != nil {
+		return err
+	}
+	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
+		return s.patched(r.Context(), c, prev, doc)
+	})
+	if err != nil {
+		return err
+	}
+	s.writeResult(w, r, c, http.StatusOK, v, "patched "+c.typ+"/"+c.id)
+	return nil
+}
+
+// conditionalPatch is PATCH [type]?criteria: exactly one match is patched.
+func (s *Server) conditionalPatch(w http.ResponseWriter, r *http.Request, c *call) error {
+	doc, err := s.readPatch(r)
+	if err != nil {
+		return err
+	}
+	pre, err := writePreconditions(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
+	if err != nil {
+		return err
+	}
+	target := &call{format: c.format, typ: c.typ}
+	var v *store.Version
+	err = s.transact(ctx, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		switch len(found) {
+		case 0:
+			return outcome.New(http.StatusNotFound, "not-found", "no "+c.typ+" matches the criteria")
+		case 1:
+			target.id = found[0].ID
+		default:
+			return notSelective(c.typ, len(found))
+		}
+		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) {
+			return s.patched(ctx, target, prev, doc)
+		})
+		return err
+	})
+	if err != nil {
+		return refuseWithoutTx(err, "conditional patch")
+	}
+	s.writeResult(w, r, target, http.StatusOK, v, "patched "+c.typ+"/"+target.id)
+	return nil
+}

@@ -1,0 +1,82 @@
+package fhirserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+// reindexPage is how many resources one reindex step extracts and writes
+// in one store transaction.
+const reindexPage = 500
+
+// Reindex re-extracts the index rows of every current resource of the
+// given types (all types when none), so that search parameters added since
+// they were written find them. progress, when set, is called after each
+// step with the number of resources reindexed so far. Resources written
+// concurrently are skipped: their new versions carry fresh rows already.
+func (s *Server) Reindex(ctx context.Context, types []string, progress func(done int64)) (int64, error) {
+	ix, ok := s.store.(store.Indexer)
+	if !ok {
+		return 0, outcome.New(http.StatusNotImplemented, "not-supported", "this store cannot rebuild its search index")
+	}
+	if len(types) == 0 {
+		types = profiles.ResourceTypes()
+	}
+	var done int64
+	for _, t := range types {
+		q := &search.Query{Types: []string{t}, Count: reindexPage}
+		for {
+			page, err := s.store.Search(ctx, q)
+			if err != nil {
+				return done, err
+			}
+			updates := make([]store.IndexUpdate, 0, len(page.Matches))
+			for _, v := range page.Matches {
+				rows, err := s.indexRows(ctx, v.Type, v.Body)
+				if err != nil {
+					return done, errors.Join(errors.New("reindex "+v.Type+"/"+v.ID), err)
+				}
+				updates = append(updates, store.IndexUpdate{Type: v.Type, ID: v.ID, Version: v.Version, Rows: rows})
+			}
+			n, err := ix.Reindex(ctx, updates)
+			if err != nil {
+				return done, err
+			}
+			done += int64(n)
+			if progress != nil {
+				progress(done)
+			}
+			if page.Next == "" {
+				break
+			}
+			q.Cursor = page.Next
+		}
+	}
+	return done, nil
+}
+
+// reindexOp is POST [base]/$reindex and POST [base]/[type]/$reindex. It
+// runs within the request; a large store is better reindexed offline with
+// kiln admin reindex, which reports progress.
+func (s *Server) reindexOp(w http.ResponseWriter, r *http.Request, c *call) error {
+	if err := s.authorize(r.Context(), Access{Interaction: Operation, Operation: "$reindex", Type: c.typ}); err != nil {
+		return err
+	}
+	var types []string
+	if c.typ != "" {
+		types = []string{c.typ}
+	}
+	n, err := s.Reindex(r.Context(), types, nil)
+	if err != nil {
+		return err
+	}
+	writeBody(w, c.format, http.StatusOK, []byte(`{"resourceType":"Parameters","parameter":[{"name":"reindexed","valueInteger":`+strconv.FormatInt(n, 10)+`}]}`))
+	return nil
+}

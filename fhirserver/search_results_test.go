@@ -1,0 +1,290 @@
+package fhirserver_test
+
+import (
+	"bytes"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The result parameters: _include, _revinclude, _sort, _summary,
+// _elements, _total, and the $everything operation. Fixtures: see
+// search_http_test.go.
+
+func TestSearchInclude(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	tests := []struct {
+		query             string
+		matches, included []string
+	}{
+		{"/Observation?_id=obs-mg-540&_include=Observation:subject", idset("obs-mg-540"), idset("pat-muller")},
+		{"/Observation?_id=obs-mg-540&_include=Observation:subject:Patient", idset("obs-mg-540"), idset("pat-muller")},
+		{"/Observation?_id=obs-open&_include=Observation:subject:Patient", idset("obs-open"), nil},
+		{"/Observation?_id=obs-open&_include=Observation:subject", idset("obs-open"), idset("grp-1")},
+		// Without :iterate, Patient:organization applies to matches only (there are no Patient matches).
+		{"/Observation?_id=obs-mg-540&_include=Observation:subject&_include=Patient:organization", idset("obs-mg-540"), idset("pat-muller")},
+		{"/Observation?_id=obs-mg-540&_include=Observation:subject&_include:iterate=Patient:organization", idset("obs-mg-540"), idset("pat-muller", "org-clinic")},
+		{"/Observation?_id=obs-mg-540&_include=Observation:subject&_include:iterate=Patient:organization&_include:iterate=Organization:partof", idset("obs-mg-540"), idset("pat-muller", "org-clinic", "org-acme")},
+		// Every reference parameter of Observation: subject/patient and encounter.
+		{"/Observation?_id=obs-mg-540&_include=Observation:*", idset("obs-mg-540"), idset("pat-muller", "enc-1")},
+		{"/Observation?_id=obs-mg-540&_include=*", idset("obs-mg-540"), idset("pat-muller", "enc-1")},
+		{"/Observation?_id=obs-mg-540&_revinclude=Provenance:target", idset("obs-mg-540"), idset("prov-1")},
+		{"/Patient?_id=pat-smith&_revinclude=Provenance:target", idset("pat-smith"), idset("prov-2")},
+		{"/Patient?_id=pat-smith&_revinclude=Provenance:patient", idset("pat-smith"), idset("prov-2")},
+		{"/Patient?_id=pat-smith&_revinclude=*", idset("pat-smith"), idset("obs-mg-546", "obs-bp", "enc-2", "cond-relapse", "prov-2")},
+		{"/Organization?_id=org-clinic&_revinclude=Patient:organization", idset("org-clinic"), idset("pat-muller")},
+		{"/Organization?_id=org-clinic&_revinclude=Patient:organization&_revinclude=Observation:subject", idset("org-clinic"), idset("pat-muller")},
+		{"/Organization?_id=org-clinic&_revinclude=Patient:organization&_revinclude:iterate=Observation:subject", idset("org-clinic"), idset("pat-muller", "obs-mg-540", "obs-g")},
+		{"/Organization?_id=org-clinic&_revinclude=Patient:organization&_revinclude:iterate=Observation:subject&_revinclude:iterate=Provenance:target", idset("org-clinic"), idset("pat-muller", "obs-mg-540", "obs-g", "prov-1")},
+		// A resource that is a match is not repeated as an include.
+		{"/Organization?_include=Organization:partof", idset("org-acme", "org-clinic", "org-other"), nil},
+		{"/Patient?_id=pat-muller&_include=Patient:organization&_include:iterate=Organization:partof", idset("pat-muller"), idset("org-clinic", "org-acme")},
+		// Includes of every page, one match per page.
+		{"/Observation?code=http://loinc.org|2345-7&_include=Observation:subject&_count=1", glucose, idset("pat-muller", "pat-muller2", "pat-smith")},
+		{"/Observation?code=http://loinc.org|2345-7&_include=Observation:subject&_revinclude=Provenance:target&_count=2", glucose, idset("pat-muller", "pat-muller2", "pat-smith", "prov-1")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			got := h.search(t, tc.query)
+			expectIDs(t, "matches", got.matches, tc.matches)
+			expectIDs(t, "included", got.included, tc.included)
+		})
+	}
+	t.Run("includes do not count toward total", func(t *testing.T) {
+		r := h.with(t).do("GET", "/Observation?_id=obs-mg-540&_include=Observation:subject&_revinclude=Provenance:target&_total=accurate", nil)
+		if total := r.json(t)["total"]; total != float64(1) {
+			t.Errorf("total %v, want 1", total)
+		}
+	})
+}
+
+func TestSortMultiKey(t *testing.T) {
+	h := newHarness(t)
+	h.loadFixtures(t, "search/sort", nil)
+	// sort-a Adams 1990, sort-b Adams 1985-06-15, sort-c Baker 1970,
+	// sort-d Adams 2000, sort-e Carter 1985-06-15.
+	tests := []struct {
+		sort string
+		want []string
+	}{
+		{"family,-birthdate", idset("sort-d", "sort-a", "sort-b", "sort-c", "sort-e")},
+		{"-family,birthdate", idset("sort-e", "sort-c", "sort-b", "sort-a", "sort-d")},
+		{"birthdate,family", idset("sort-c", "sort-b", "sort-e", "sort-a", "sort-d")},
+		{"birthdate,-family", idset("sort-c", "sort-e", "sort-b", "sort-a", "sort-d")},
+		{"-birthdate", idset("sort-d", "sort-a", "sort-b", "sort-e", "sort-c")[:2]},
+		{"_id", idset("sort-a", "sort-b", "sort-c", "sort-d", "sort-e")},
+		{"-_id", idset("sort-e", "sort-d", "sort-c", "sort-b", "sort-a")},
+		{"family,_id", idset("sort-a", "sort-b", "sort-d", "sort-c", "sort-e")},
+		{"family,-_id", idset("sort-d", "sort-b", "sort-a", "sort-c", "sort-e")},
+	}
+	for _, tc := range tests {
+		for _, count := range []string{"", "&_count=2", "&_count=1"} {
+			q := "/Patient?_sort=" + tc.sort + count
+			t.Run(q, func(t *testing.T) {
+				got := h.search(t, q).matches
+				if len(tc.want) < 5 {
+					// -birthdate: sort-b and sort-e tie; only the first two are fixed.
+					if len(got) != 5 || !slices.Equal(got[:2], tc.want) || got[4] != "sort-c" {
+						t.Errorf("%s: order %v", q, got)
+					}
+					return
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("%s: order %v, want %v", q, got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// Sorting the shared fixtures: dates sort by their start ascending.
+func TestSortFixtures(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"/Patient?_id=pat-mueller,pat-muller,pat-smith,pat-garcia&_sort=birthdate", idset("pat-mueller", "pat-muller", "pat-smith", "pat-garcia")},
+		{"/Patient?_id=pat-mueller,pat-muller,pat-smith,pat-garcia&_sort=-birthdate", idset("pat-garcia", "pat-smith", "pat-muller", "pat-mueller")},
+		// 1980 starts before 1980-05-14.
+		{"/Patient?birthdate=1980&_sort=birthdate", idset("pat-muller2", "pat-muller")},
+		{"/Observation?code=http://loinc.org|2345-7&_sort=date", idset("obs-mg-540", "obs-mg-535", "obs-mg-546", "obs-g")},
+		{"/Observation?code=http://loinc.org|2345-7&_sort=-date&_count=3", idset("obs-g", "obs-mg-546", "obs-mg-535", "obs-mg-540")},
+		{"/Observation?value-quantity=lt10|http://unitsofmeasure.org|mg&_sort=value-quantity", idset("obs-mg-535", "obs-mg-540", "obs-mg-546")},
+		{"/Organization?_sort=name", idset("org-acme", "org-clinic", "org-other")},
+		{"/Organization?_sort=-name", idset("org-other", "org-clinic", "org-acme")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			if got := h.search(t, tc.query).matches; !slices.Equal(got, tc.want) {
+				t.Errorf("order %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// onlyMatch returns the resource of the only match of a search.
+func onlyMatch(t *testing.T, h *harness, query string) map[string]any {
+	t.Helper()
+	got := h.search(t, query)
+	if len(got.matches) != 1 {
+		t.Fatalf("%s: matches %v, want one", query, got.matches)
+	}
+	for _, e := range pageEntries(got.pages[0]) {
+		if e["search"].(map[string]any)["mode"] == "match" {
+			return e["resource"].(map[string]any)
+		}
+	}
+	t.Fatal("no match entry")
+	return nil
+}
+
+func tagCodes(res map[string]any) []string {
+	m, _ := res["meta"].(map[string]any)
+	tags, _ := m["tag"].([]any)
+	var out []string
+	for _, tag := range tags {
+		c, _ := tag.(map[string]any)["code"].(string)
+		out = append(out, c)
+	}
+	return out
+}
+
+func TestSummaryAndElements(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	tests := []struct {
+		query     string
+		has, lack []string
+		subsetted bool
+	}{
+		{"_summary=true", idset("id", "meta", "identifier", "name", "gender", "birthDate", "managingOrganization", "active"), idset("text", "maritalStatus"), true},
+		{"_summary=text", idset("id", "meta", "text"), idset("name", "birthDate", "identifier", "maritalStatus"), true},
+		{"_summary=data", idset("id", "meta", "name", "birthDate", "maritalStatus"), idset("text"), true},
+		{"_summary=false", idset("id", "meta", "text", "name", "birthDate", "maritalStatus"), nil, false},
+		{"_elements=birthDate,gender", idset("id", "meta", "birthDate", "gender"), idset("text", "name", "identifier", "maritalStatus", "managingOrganization"), true},
+		{"_elements=name", idset("id", "meta", "name"), idset("text", "birthDate", "gender"), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			res := onlyMatch(t, h, "/Patient?_id=pat-muller&"+tc.query)
+			for _, k := range tc.has {
+				if _, ok := res[k]; !ok {
+					t.Errorf("%s: no %s in %v", tc.query, k, res)
+				}
+			}
+			for _, k := range tc.lack {
+				if _, ok := res[k]; ok {
+					t.Errorf("%s: %s was not removed", tc.query, k)
+				}
+			}
+			tags := tagCodes(res)
+			if got := slices.Contains(tags, "SUBSETTED"); got != tc.subsetted {
+				t.Errorf("%s: SUBSETTED tag %v, want %v (tags %v)", tc.query, got, tc.subsetted, tags)
+			}
+			if !slices.Contains(tags, "vip") {
+				t.Errorf("%s: the resource's own tag is lost: %v", tc.query, tags)
+			}
+		})
+	}
+	t.Run("stored resource untouched", func(t *testing.T) {
+		r := h.with(t).do("GET", "/Patient/pat-muller", nil)
+		if bytes.Contains(r.body, []byte("SUBSETTED")) || !bytes.Contains(r.body, []byte("maritalStatus")) {
+			t.Errorf("a shaped search changed the stored resource: %s", r.body)
+		}
+	})
+	t.Run("_summary=count", func(t *testing.T) {
+		for query, want := range map[string]float64{"/Patient?_summary=count": 6, "/Patient?family=mul&_summary=count": 2, "/Observation?_summary=count&code=http://loinc.org|2345-7": 4} {
+			r := h.with(t).do("GET", query, nil)
+			if r.status != http.StatusOK {
+				t.Fatalf("%s: %d %s", query, r.status, r.body)
+			}
+			page := r.json(t)
+			if page["total"] != want {
+				t.Errorf("%s: total %v, want %v", query, page["total"], want)
+			}
+			for _, e := range pageEntries(page) {
+				if e["search"].(map[string]any)["mode"] == "match" {
+					t.Errorf("%s: a match entry with _summary=count", query)
+				}
+			}
+		}
+	})
+}
+
+func TestSearchTotal(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	r := h.with(t).do("GET", "/Patient?_total=accurate&_count=2", nil)
+	page := r.json(t)
+	if page["total"] != float64(6) {
+		t.Errorf("_total=accurate: total %v, want 6", page["total"])
+	}
+	if n := len(pageEntries(page)); n != 2 {
+		t.Errorf("_count=2: %d entries", n)
+	}
+	if r := h.with(t).do("GET", "/Patient?family=smith&_total=accurate", nil); r.json(t)["total"] != float64(2) {
+		t.Errorf("family=smith total %v, want 2", r.json(t)["total"])
+	}
+	// none and estimate may leave the total out, but must not change the matches.
+	for _, q := range []string{"_total=none", "_total=estimate"} {
+		expectIDs(t, q, h.search(t, "/Patient?family=smith&_count=1&"+q).matches, idset("pat-smith", "pat-smithson"))
+	}
+}
+
+// $everything: the patient and its compartment, never another patient's
+// data; _type, _since and _count.
+func TestEverything(t *testing.T) {
+	h, c := newSearchHarness(t)
+	// obs-g changes in March; nothing else does.
+	c.set(laterWritten)
+	body := strings.Replace(string(fixture(t, "search/Observation-obs-g.json")), "0.012", "0.013", 1)
+	if r := h.with(t).do("PUT", "/Observation/obs-g", []byte(body)); r.status != http.StatusOK {
+		t.Fatalf("update obs-g: %d %s", r.status, r.body)
+	}
+	c.set(searchTime)
+
+	compartment := idset("pat-muller", "obs-mg-540", "obs-g", "enc-1", "cond-active")
+	others := idset("pat-muller2", "pat-mueller", "pat-smith", "pat-smithson", "pat-garcia",
+		"obs-mg-535", "obs-mg-546", "obs-open", "obs-openstart", "obs-bp", "obs-logical", "obs-abs",
+		"enc-2", "cond-relapse", "cond-resolved", "prov-2", "vs-123", "vs-456", "vs-other")
+	all := func(r searchResult) []string { return append(slices.Clone(r.matches), r.included...) }
+
+	t.Run("everything", func(t *testing.T) {
+		got := all(h.search(t, "/Patient/pat-muller/$everything"))
+		for _, id := range compartment {
+			if !slices.Contains(got, id) {
+				t.Errorf("$everything lacks %s: %v", id, got)
+			}
+		}
+		for _, id := range others {
+			if slices.Contains(got, id) {
+				t.Errorf("$everything of pat-muller returned %s", id)
+			}
+		}
+	})
+	t.Run("_count paging", func(t *testing.T) {
+		whole := h.search(t, "/Patient/pat-muller/$everything")
+		paged := h.search(t, "/Patient/pat-muller/$everything?_count=2")
+		expectIDs(t, "paged $everything", paged.matches, whole.matches)
+		if len(paged.pages) < 3 {
+			t.Errorf("%d pages of 2 for %d resources", len(paged.pages), len(paged.matches))
+		}
+	})
+	t.Run("_type", func(t *testing.T) {
+		got := h.search(t, "/Patient/pat-muller/$everything?_type=Observation,Encounter")
+		expectIDs(t, "_type=Observation,Encounter", all(got), idset("obs-mg-540", "obs-g", "enc-1"))
+	})
+	for _, since := range []string{"2024-03-01T00:00:00Z", "2024-03-01T01:00:00%2B01:00", "2024-03-01T01:00:00+01:00"} {
+		t.Run("_since="+since, func(t *testing.T) {
+			got := h.search(t, "/Patient/pat-muller/$everything?_since="+since)
+			expectIDs(t, "_since", all(got), idset("obs-g"))
+		})
+	}
+	t.Run("_since after every change", func(t *testing.T) {
+		expectIDs(t, "_since=2024-04-01", all(h.search(t, "/Patient/pat-muller/$everything?_since=2024-04-01T00:00:00Z")), nil)
+	})
+	t.Run("errors", func(t *testing.T) {
+		expectOutcome(t, h.with(t).do("GET", "/Patient/nobody/$everything", nil), http.StatusNotFound, "")
+		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?_since=last-week", nil), http.StatusBadRequest, "_since")
+	})
+}

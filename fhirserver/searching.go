@@ -1,0 +1,314 @@
+package fhirserver
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/profiles"
+)
+
+func (s *Server) parseOptions(strict bool) search.ParseOptions {
+	return search.ParseOptions{
+		Strict:       strict,
+		DefaultCount: s.cfg.DefaultCount,
+		MaxCount:     s.cfg.MaxCount,
+		BaseURL:      s.cfg.BaseURL,
+		Now:          s.cfg.Now(),
+	}
+}
+
+// searchRequest is one search as the HTTP layer sees it.
+type searchRequest struct {
+	types  []string        // nil: system search
+	params url.Values      // query string and form body
+	path   string          // link path under the base, e.g. "/Patient" or "/Patient/1/Observation"
+	extra  []search.Clause // compartment restriction
+}
+
+// searchParams returns the parameters of a search: the query string, plus
+// the form body of POST _search.
+func (s *Server) searchParams(r *http.Request) (url.Values, error) {
+	if r.Method != http.MethodPost {
+		return r.URL.Query(), nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
+		return nil, outcome.New(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes an application/x-www-form-urlencoded body; got "+quote(ct))
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.Limits.MaxResourceBytes)
+	if err := r.ParseForm(); err != nil {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search form: "+err.Error())
+	}
+	return r.Form, nil
+}
+
+// searchType is GET [type]?… and POST [type]/_search.
+func (s *Server) searchType(w http.ResponseWriter, r *http.Request, c *call) error {
+	params, err := s.searchParams(r)
+	if err != nil {
+		return err
+	}
+	return s.runSearch(w, r, c, searchRequest{types: []string{c.typ}, params: params, path: "/" + c.typ})
+}
+
+// searchSystem is GET [base]?… and POST [base]/_search (with _type).
+func (s *Server) searchSystem(w http.ResponseWriter, r *http.Request, c *call) error {
+	params, err := s.searchParams(r)
+	if err != nil {
+		return err
+	}
+	return s.runSearch(w, r, c, searchRequest{params: params, path: ""})
+}
+
+// patientCompartment is the R4 Patient CompartmentDefinition.
+func patientCompartment() *profiles.CompartmentDefinition {
+	cd, err := profiles.PatientCompartment()
+	if err != nil {
+		panic("fhirserver: embedded Patient CompartmentDefinition: " + err.Error()) // embedded data; tests load it
+	}
+	return cd
+}
+
+// compartmentMatches is the membership test of the Patient compartment of
+// id for resources of typ: a reference from any of the type's compartment
+// parameters to the patient (and, for Patient itself, the patient).
+func compartmentMatches(typ, id string) []search.Match {
+	var out []search.Match
+	var keys []string
+	for _, p := range patientCompartment().Params(typ) {
+		if p == "{def}" {
+			continue
+		}
+		keys = append(keys, p+"\x1fPatient/"+id)
+	}
+	if len(keys) > 0 {
+		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: keys})
+	}
+	if typ == "Patient" {
+		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: []string{"_id\x1f" + id}})
+	}
+	return out
+}
+
+// searchCompartment is GET Patient/[id]/[type]?….
+func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *call) error {
+	ctype := c.ctype
+	if c.typ != "Patient" {
+		return outcome.New(http.StatusNotFound, "not-supported", "compartment search is defined for the Patient compartment only; got "+c.typ)
+	}
+	if !profiles.IsResourceType(ctype) {
+		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(ctype))
+	}
+	if err := s.authorize(r.Context(), Access{Interaction: SearchType, Type: ctype}); err != nil {
+		return err
+	}
+	ms := compartmentMatches(ctype, c.id)
+	if len(ms) == 0 {
+		return outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
+	}
+	return s.runSearch(w, r, c, searchRequest{
+		types:  []string{ctype},
+		params: r.URL.Query(),
+		path:   "/Patient/" + c.id + "/" + ctype,
+		extra:  []search.Clause{{Param: "_compartment", Any: ms}},
+	})
+}
+
+// runSearch parses, runs and answers one search.
+func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
+	ctx := r.Context()
+	parsed, err := s.registry.Parse(sr.types, sr.params, s.parseOptions(preferStrict(r)))
+	if err != nil {
+		return err
+	}
+	if err := s.authorizeSearch(ctx, parsed.Query); err != nil {
+		return err
+	}
+	return s.answerSearch(w, r, c, sr, parsed)
+}
+
+// answerSearch runs a parsed search (continuing the page its sealed cursor
+// names) and writes the searchset.
+func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest, parsed *search.Parsed) error {
+	ctx := r.Context()
+	q := parsed.Query
+	q.Where = append(q.Where, sr.extra...)
+	scope := sr.path + "?" + parsed.Applied.Encode()
+	var err error
+	if sealed := sr.params.Get(cursorParam); sealed != "" {
+		if q.Cursor, err = s.openCursor(scope, sealed); err != nil {
+			return err
+		}
+	}
+	page, err := s.db(ctx).Search(ctx, q)
+	if err != nil {
+		return err
+	}
+	writeBody(w, c.format, http.StatusOK, s.searchBundle(sr, parsed, page, scope))
+	return nil
+}
+
+// authorizeSearch checks the searched types and every type a chain, _has
+// or _include reaches: a caller must not learn through a search about
+// resources it may not read.
+func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
+	seen := map[string]bool{}
+	var walk func(q *search.Query, in Interaction) error
+	check := func(in Interaction, typ string) error {
+		if seen[string(in)+typ] {
+			return nil
+		}
+		seen[string(in)+typ] = true
+		return s.authorize(ctx, Access{Interaction: in, Type: typ})
+	}
+	walk = func(q *search.Query, in Interaction) error {
+		if len(q.Types) == 0 {
+			if err := check(SearchSystem, ""); err != nil {
+				return err
+			}
+		}
+		for _, t := range q.Types {
+			if err := check(in, t); err != nil {
+				return err
+			}
+		}
+		for _, cl := range q.Where {
+			for _, m := range cl.Any {
+				switch {
+				case m.Chain != nil:
+					if err := walk(m.Chain.Query, SearchType); err != nil {
+						return err
+					}
+				case m.Has != nil:
+					if err := walk(m.Has.Query, SearchType); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		for _, inc := range append(q.Include, q.RevInclude...) {
+			for _, t := range []string{inc.Source, inc.Target} {
+				if t != "" {
+					if err := check(SearchType, t); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	}
+	return walk(q, SearchType)
+}
+
+// preferStrict reports Prefer: handling=strict.
+func preferStrict(r *http.Request) bool {
+	for _, h := range r.Header.Values("Prefer") {
+		for _, p := range strings.Split(h, ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.TrimSpace(k) == "handling" && strings.Trim(strings.TrimSpace(v), `"`) == "strict" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// searchBundle assembles the searchset around the stored bytes of each
+// match, shaped by _summary and _elements when asked.
+func (s *Server) searchBundle(sr searchRequest, parsed *search.Parsed, page *store.SearchPage, scope string) []byte {
+	q := parsed.Query
+	var b bytes.Buffer
+	b.WriteString(`{"resourceType":"Bundle","id":`)
+	writeJSONString(&b, newID(s.cfg.Now()))
+	b.WriteString(`,"meta":{"lastUpdated":"`)
+	b.WriteString(fhirjson.FormatInstant(s.now()))
+	b.WriteString(`"},"type":"searchset"`)
+	if page.Total >= 0 {
+		b.WriteString(`,"total":`)
+		b.WriteString(strconv.FormatInt(page.Total, 10))
+	}
+	link := func(rel, cursor string) {
+		u := s.cfg.BaseURL + sr.path
+		v := cloneValues(parsed.Applied)
+		if cursor != "" {
+			v.Set(cursorParam, s.sealCursor(scope, cursor))
+		}
+		if len(v) > 0 {
+			u += "?" + v.Encode()
+		}
+		b.WriteString(`{"relation":"` + rel + `","url":`)
+		writeJSONString(&b, u)
+		b.WriteString(`}`)
+	}
+	b.WriteString(`,"link":[`)
+	selfCursor := ""
+	if q.Cursor != "" {
+		selfCursor = q.Cursor
+	}
+	link("self", selfCursor)
+	if page.Next != "" {
+		b.WriteByte(',')
+		link("next", page.Next)
+	}
+	if page.Prev != "" {
+		b.WriteByte(',')
+		link("previous", page.Prev)
+	}
+	b.WriteString(`]`)
+	n := 0
+	entry := func(v *store.Version, mode string) {
+		if n == 0 {
+			b.WriteString(`,"entry":[`)
+		} else {
+			b.WriteByte(',')
+		}
+		n++
+		b.WriteString(`{"fullUrl":`)
+		writeJSONString(&b, s.resourceURL(v.Type, v.ID))
+		b.WriteString(`,"resource":`)
+		b.Write(shape(v.Type, v.Body, q.Summary, q.Elements))
+		b.WriteString(`,"search":{"mode":"` + mode + `"}}`)
+	}
+	for _, v := range page.Matches {
+		entry(v, "match")
+	}
+	for _, v := range page.Included {
+		entry(v, "include")
+	}
+	if len(parsed.Ignored) > 0 {
+		issues := make([]outcome.Issue, 0, len(parsed.Ignored))
+		for _, ig := range parsed.Ignored {
+			issues = append(issues, outcome.Issue{Severity: "warning", Code: "not-supported",
+				Diagnostics: "the parameter " + quote(ig.Param) + " was ignored: " + ig.Reason})
+		}
+		if n == 0 {
+			b.WriteString(`,"entry":[`)
+		} else {
+			b.WriteByte(',')
+		}
+		n++
+		b.WriteString(`{"resource":`)
+		b.Write(outcome.Render(issues))
+		b.WriteString(`,"search":{"mode":"outcome"}}`)
+	}
+	if n > 0 {
+		b.WriteString(`]`)
+	}
+	b.WriteString(`}`)
+	return b.Bytes()
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v)+1)
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}

@@ -1,0 +1,613 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+)
+
+// This file compiles the search IR (search.Query) to SQL. Every value is a
+// bound parameter; only aliases and integer limits are written into the
+// text, so equal query shapes give equal SQL and share a prepared statement.
+//
+// A query runs as one "driver" that yields candidate rids and a join to
+// resources whose WHERE probes every other clause for that one resource
+// (EXISTS on the index tables' per-resource keys). SQLite's planner cannot
+// tell which clause is selective: both "subject=Patient/1" and "code=X" are
+// equality lookups on the same index, and statistics are per index, not per
+// value. So the compiler picks the driver itself, by counting (with a bound)
+// the rows each candidate clause would yield, and pins that join order with
+// CROSS JOIN. Without a selective clause, the driver is a walk of the
+// type's resources in rid order, probing each until the page is full.
+
+// sqlb is SQL text with its bound arguments in order.
+type sqlb struct {
+	b    strings.Builder
+	args []any
+}
+
+func (s *sqlb) w(text string, args ...any) *sqlb {
+	s.b.WriteString(text)
+	s.args = append(s.args, args...)
+	return s
+}
+
+func (s *sqlb) add(o *sqlb) *sqlb {
+	s.b.WriteString(o.b.String())
+	s.args = append(s.args, o.args...)
+	return s
+}
+
+func (s *sqlb) String() string { return s.b.String() }
+
+// tuning holds the planner's thresholds (tests shrink them to reach every
+// plan with a small fixture). estimateLimit bounds the row count of a
+// driver estimate; selectiveEnough ends the estimates early (a driver this
+// small cannot be beaten by much).
+type tuning struct {
+	estimateLimit, selectiveEnough int
+}
+
+var defaultTuning = tuning{estimateLimit: 2000, selectiveEnough: 64}
+
+// compiler compiles one query; estimate runs a counting query (on the same
+// connection pool or transaction as the search).
+type compiler struct {
+	ctx      context.Context
+	estimate func(ctx context.Context, s *sqlb, limit int) (int, error)
+	tune     tuning
+	n        int // alias counter
+}
+
+func (c *compiler) alias(prefix string) string {
+	c.n++
+	return prefix + strconv.Itoa(c.n)
+}
+
+// plan is the chosen driver of a query: the SQL of a SELECT yielding the
+// rids of one clause (nil: walk the resources of the query's types).
+type plan struct {
+	driver   *sqlb
+	clause   int  // index in Where of the driver clause, -1 for none
+	ordered  bool // the driver yields each rid once, in rid order
+	estimate int  // rows the driver yields, capped at tune.estimateLimit; -1 unknown
+}
+
+// choose picks the driver of q. sorted says the page is ordered by sort
+// keys, so that a driver streaming in rid order has no advantage.
+func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
+	type cand struct {
+		i       int
+		rank    int
+		ordered bool
+	}
+	var cands []cand
+	for i := range q.Where {
+		r, ordered, ok := clauseRank(&q.Where[i])
+		if ok {
+			cands = append(cands, cand{i, r, ordered})
+		}
+	}
+	best := plan{clause: -1, estimate: -1}
+	if len(cands) == 0 {
+		return best, nil
+	}
+	// Cheapest-looking first: an early very selective one ends the search.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && cands[j].rank < cands[j-1].rank; j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	if len(cands) == 1 && cands[0].ordered && !sorted {
+		// One equality key streams in rid order: the page costs its own
+		// rows whatever the set's size, no estimate needed.
+		d, err := c.clauseDriver(&q.Where[cands[0].i], q.Types, true)
+		if err != nil {
+			return best, err
+		}
+		return plan{driver: d, clause: cands[0].i, ordered: true, estimate: -1}, nil
+	}
+	var streaming *cand
+	for k := range cands {
+		cd := &cands[k]
+		// Counted without DISTINCT (cheaper; duplicates are rare) and only
+		// up to the best so far: a larger driver would not be chosen.
+		d, err := c.clauseDriver(&q.Where[cd.i], q.Types, false)
+		if err != nil {
+			return best, err
+		}
+		limit := c.tune.estimateLimit
+		if best.driver != nil {
+			limit = best.estimate
+		}
+		n, err := c.estimate(c.ctx, d, limit)
+		if err != nil {
+			return best, err
+		}
+		if n < limit {
+			if d, err = c.clauseDriver(&q.Where[cd.i], q.Types, true); err != nil {
+				return best, err
+			}
+			best = plan{driver: d, clause: cd.i, ordered: cd.ordered, estimate: n}
+			if n < c.tune.selectiveEnough {
+				break
+			}
+		}
+		if cd.ordered && streaming == nil {
+			streaming = cd
+		}
+	}
+	switch {
+	case best.driver != nil:
+	case streaming != nil && !sorted:
+		d, err := c.clauseDriver(&q.Where[streaming.i], q.Types, true)
+		if err != nil {
+			return best, err
+		}
+		best = plan{driver: d, clause: streaming.i, ordered: true, estimate: -1}
+	case sorted:
+		// Every match must be read to sort them: reading only the rows of
+		// one clause beats walking the whole type.
+		d, err := c.clauseDriver(&q.Where[cands[0].i], q.Types, true)
+		if err != nil {
+			return best, err
+		}
+		best = plan{driver: d, clause: cands[0].i, ordered: cands[0].ordered, estimate: -1}
+	}
+	// Otherwise (no sort, every clause large) the type is walked in rid
+	// order, testing each resource, until the page is full: with several
+	// large clauses the page usually fills long before the smallest is
+	// read. (Measured: falling back to a driver after a bounded walk that
+	// found little cost more than it saved.)
+	return best, nil
+}
+
+// clauseRank says whether a clause can drive (every match positive and of
+// a kind with an index range), how cheap it looks, and whether its driver
+// yields rids in order without duplicates (one key, no type ambiguity).
+func clauseRank(cl *search.Clause) (rank int, ordered, ok bool) {
+	if len(cl.Any) == 0 {
+		return 0, false, false
+	}
+	for i := range cl.Any {
+		m := &cl.Any[i]
+		if m.Not {
+			return 0, false, false
+		}
+		var r int
+		switch m.Op {
+		case search.OpKey:
+			r = 1
+			if len(m.Keys) > 1 {
+				r = 2
+			}
+		case search.OpChain:
+			r = 3
+		case search.OpKeyPrefix:
+			r = 4
+		case search.OpKeyContains:
+			r = 5
+		case search.OpDate, search.OpNumber:
+			if m.Cmp == search.CmpNe {
+				return 0, false, false
+			}
+			r = 6
+		default:
+			return 0, false, false
+		}
+		rank = max(rank, r)
+	}
+	ordered = len(cl.Any) == 1 && cl.Any[0].Op == search.OpKey && len(cl.Any[0].Keys) == 1
+	return rank, ordered, true
+}
+
+// typeFilter restricts an index table (column col) to the query's types
+// and to the match's own type.
+func typeFilter(s *sqlb, col string, types []string, mtype string) {
+	if mtype != "" {
+		s.w(" AND "+col+" = ?", mtype)
+	}
+	switch len(types) {
+	case 0:
+	case 1:
+		s.w(" AND "+col+" = ?", types[0])
+	default:
+		s.w(" AND " + col + " IN (" + placeholders(len(types)) + ")")
+		for _, t := range types {
+			s.args = append(s.args, t)
+		}
+	}
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// clauseDriver is a SELECT of the rids matching one drivable clause,
+// each once unless !distinct.
+func (c *compiler) clauseDriver(cl *search.Clause, types []string, distinct bool) (*sqlb, error) {
+	if len(cl.Any) == 1 {
+		return c.matchDriver(&cl.Any[0], types, distinct)
+	}
+	s := &sqlb{}
+	for i := range cl.Any {
+		if i > 0 {
+			s.w(" UNION ") // a set union: no duplicates
+		}
+		d, err := c.matchDriver(&cl.Any[i], types, false)
+		if err != nil {
+			return nil, err
+		}
+		s.add(d)
+	}
+	return s, nil
+}
+
+// matchDriver is a SELECT of the rids having a row that satisfies m,
+// DISTINCT when asked and needed.
+func (c *compiler) matchDriver(m *search.Match, types []string, distinct bool) (*sqlb, error) {
+	sel := "SELECT rid"
+	if distinct {
+		sel = "SELECT DISTINCT rid"
+	}
+	s := &sqlb{}
+	switch m.Op {
+	case search.OpKey:
+		if len(m.Keys) == 1 {
+			s.w("SELECT rid FROM search_keys WHERE key = ?", m.Keys[0])
+		} else {
+			s.w(sel + " FROM search_keys WHERE key IN (" + placeholders(len(m.Keys)) + ")")
+			for _, k := range m.Keys {
+				s.args = append(s.args, k)
+			}
+		}
+		typeFilter(s, "type", types, m.Type)
+	case search.OpKeyPrefix, search.OpKeyContains:
+		s.w(sel + " FROM search_keys WHERE ")
+		prefixRange(s, "key", m.Prefix)
+		if m.Op == search.OpKeyContains {
+			containsTest(s, "key", m.Prefix, m.Contains)
+		}
+		typeFilter(s, "type", types, m.Type)
+	case search.OpDate:
+		s.w(sel+" FROM search_dates WHERE param = ?", m.Param)
+		typeFilter(s, "type", types, m.Type)
+		s.w(" AND ")
+		dateHint(s, m)
+		s.w(" AND ")
+		dateTest(s, m, "low", "high")
+	case search.OpNumber:
+		s.w(sel+" FROM search_numbers WHERE param = ?", m.Param)
+		typeFilter(s, "type", types, m.Type)
+		s.w(" AND ")
+		numberHint(s, m)
+		s.w(" AND ")
+		numberTest(s, m, "low", "high")
+	case search.OpChain:
+		target, err := chainTarget(m)
+		if err != nil {
+			return nil, err
+		}
+		sub, err := c.choose(m.Chain.Query, false)
+		if err != nil {
+			return nil, err
+		}
+		a := c.alias("c")
+		from, where, err := c.fromWhere(m.Chain.Query, a, sub)
+		if err != nil {
+			return nil, err
+		}
+		k := c.alias("ck")
+		s.w(strings.TrimSuffix(sel, "rid") + k + ".rid AS rid FROM (SELECT " + a + ".id AS id ")
+		s.add(from).w(" WHERE ").add(where)
+		s.w(") AS " + a + "x CROSS JOIN search_keys AS " + k + " ON " + k + ".key = ? || " + a + "x.id WHERE 1")
+		s.args = append(s.args, m.Chain.RefParam+"\x1f"+target+"/")
+		typeFilter(s, k+".type", types, m.Type)
+	default:
+		return nil, fmt.Errorf("sqlite store: search: op %d cannot drive a search", m.Op)
+	}
+	return s, nil
+}
+
+// prefixRange is col >= prefix AND col < the least string above every
+// string starting with prefix. SQLite compares TEXT with memcmp of the
+// UTF-8 bytes, so that bound is prefix with its last byte incremented
+// (after dropping 0xFF bytes, which cannot be incremented); bound as TEXT
+// even when the result is not valid UTF-8, which memcmp does not mind.
+func prefixRange(s *sqlb, col, prefix string) {
+	s.w(col+" >= ?", prefix)
+	if hi, ok := prefixEnd(prefix); ok {
+		s.w(" AND "+col+" < ?", hi)
+	}
+}
+
+func prefixEnd(prefix string) (string, bool) {
+	b := []byte(prefix)
+	for len(b) > 0 && b[len(b)-1] == 0xFF {
+		b = b[:len(b)-1]
+	}
+	if len(b) == 0 {
+		return "", false
+	}
+	b[len(b)-1]++
+	return string(b), true
+}
+
+// containsTest: the remainder of col after prefix contains sub. substr
+// counts characters for TEXT, hence the rune count. instr, unlike LIKE,
+// has no wildcards to escape.
+func containsTest(s *sqlb, col, prefix, sub string) {
+	s.w(" AND instr(substr("+col+", ?), ?) > 0", utf8.RuneCountInString(prefix)+1, sub)
+}
+
+// satAdd is a+d clamped to int64 (an approximate date near the sentinels).
+func satAdd(a int64, d float64) int64 {
+	f := float64(a) + d
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	if d == 0 {
+		return a
+	}
+	return int64(f)
+}
+
+// dateTest is the Cmp of m on a stored half-open range [lo, hi) against
+// the query's [Low, High) (the table in query.go).
+func dateTest(s *sqlb, m *search.Match, lo, hi string) {
+	ql, qh := m.Low, m.High
+	eq := func() { s.w("("+lo+" >= ? AND "+hi+" <= ?)", ql, qh) }
+	switch m.Cmp {
+	case search.CmpEq:
+		eq()
+	case search.CmpNe:
+		s.w("NOT ")
+		eq()
+	case search.CmpGt:
+		s.w(hi+" > ?", qh)
+	case search.CmpLt:
+		s.w(lo+" < ?", ql)
+	case search.CmpGe:
+		s.w("("+hi+" > ? OR ", qh)
+		eq()
+		s.w(")")
+	case search.CmpLe:
+		s.w("("+lo+" < ? OR ", ql)
+		eq()
+		s.w(")")
+	case search.CmpSa:
+		s.w(lo+" >= ?", qh)
+	case search.CmpEb:
+		s.w(hi+" <= ?", ql)
+	case search.CmpAp:
+		s.w("("+lo+" < ? AND "+hi+" > ?)", satAdd(qh, m.Approx), satAdd(ql, -m.Approx))
+	default:
+		s.w("0")
+	}
+}
+
+// dateHint is a range on one indexed column implied by dateTest (a
+// superset), so a date driver scans an index range, not the parameter.
+func dateHint(s *sqlb, m *search.Match) {
+	ql, qh := m.Low, m.High
+	switch m.Cmp {
+	case search.CmpEq:
+		s.w("low BETWEEN ? AND ?", ql, qh)
+	case search.CmpGt:
+		s.w("high > ?", qh)
+	case search.CmpLt:
+		s.w("low < ?", ql)
+	case search.CmpGe:
+		s.w("high >= ?", ql)
+	case search.CmpLe:
+		s.w("low <= ?", qh)
+	case search.CmpSa:
+		s.w("low >= ?", qh)
+	case search.CmpEb:
+		s.w("high <= ?", ql)
+	case search.CmpAp:
+		s.w("low < ?", satAdd(qh, m.Approx))
+	default:
+		s.w("1")
+	}
+}
+
+// numberTest is the Cmp of m on a stored inclusive range [lo, hi]: eq,
+// ne and ap against the query's [NumLow, NumHigh) (inclusive at NumHigh
+// when the query value is exact, NumLow == NumHigh), the others against
+// the exact value NumLow.
+func numberTest(s *sqlb, m *search.Match, lo, hi string) {
+	v, ql, qh := m.NumLow, m.NumLow, m.NumHigh
+	eq := func() {
+		op := "<"
+		if ql == qh {
+			op = "<="
+		}
+		s.w("("+lo+" >= ? AND "+hi+" "+op+" ?)", ql, qh)
+	}
+	switch m.Cmp {
+	case search.CmpEq:
+		eq()
+	case search.CmpNe:
+		s.w("NOT ")
+		eq()
+	case search.CmpGt:
+		s.w(hi+" > ?", v)
+	case search.CmpLt:
+		s.w(lo+" < ?", v)
+	case search.CmpGe:
+		s.w(hi+" >= ?", v)
+	case search.CmpLe:
+		s.w(lo+" <= ?", v)
+	case search.CmpSa:
+		s.w(lo+" > ?", v)
+	case search.CmpEb:
+		s.w(hi+" < ?", v)
+	case search.CmpAp:
+		s.w("("+lo+" <= ? AND "+hi+" >= ?)", qh+m.Approx, ql-m.Approx)
+	default:
+		s.w("0")
+	}
+}
+
+func numberHint(s *sqlb, m *search.Match) {
+	switch m.Cmp {
+	case search.CmpEq:
+		s.w("low BETWEEN ? AND ?", m.NumLow, m.NumHigh)
+	case search.CmpAp:
+		s.w("low <= ?", m.NumHigh+m.Approx)
+	default:
+		s.w("1") // the test itself is a range on one column
+	}
+}
+
+func chainTarget(m *search.Match) (string, error) {
+	if m.Chain == nil || m.Chain.Query == nil || len(m.Chain.Query.Types) != 1 {
+		return "", fmt.Errorf("sqlite store: search: a chain needs a query of exactly one type")
+	}
+	return m.Chain.Query.Types[0], nil
+}
+
+// fromWhere is the FROM clause (ending with "resources AS a") and the WHERE
+// conditions selecting the current, non-deleted resources of q.Types that
+// match q.Where, driven by p. The rid to order and page by is ridExpr(a, p).
+func (c *compiler) fromWhere(q *search.Query, a string, p plan) (from, where *sqlb, err error) {
+	from, where = &sqlb{}, &sqlb{}
+	if p.driver != nil {
+		// CROSS JOIN pins the order: the driver is the outer loop.
+		from.w("FROM (").add(p.driver).w(") AS " + a + "d CROSS JOIN resources AS " + a + " ON " + a + ".rid = " + a + "d.rid")
+	} else {
+		from.w("FROM resources AS " + a)
+	}
+	where.w(a + ".deleted = 0")
+	typeFilter(where, a+".type", q.Types, "")
+	for i := range q.Where {
+		if i == p.clause {
+			continue
+		}
+		where.w(" AND ")
+		if err := c.clauseProbe(where, &q.Where[i], a, ridExpr(a, p)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return from, where, nil
+}
+
+// ridExpr is the column to order and bound by: the driver's, so that
+// range terms on it reach the driver's index.
+func ridExpr(a string, p plan) string {
+	if p.driver != nil {
+		return a + "d.rid"
+	}
+	return a + ".rid"
+}
+
+// clauseProbe: resource a satisfies some match of cl.
+//
+// rid is the column holding a's rid: the driver's where there is one, so
+// that SQLite tests the probe before it even reads the resources row.
+func (c *compiler) clauseProbe(s *sqlb, cl *search.Clause, a, rid string) error {
+	if len(cl.Any) == 0 {
+		s.w("0") // an empty OR
+		return nil
+	}
+	s.w("(")
+	for i := range cl.Any {
+		if i > 0 {
+			s.w(" OR ")
+		}
+		if err := c.matchProbe(s, &cl.Any[i], a, rid); err != nil {
+			return err
+		}
+	}
+	s.w(")")
+	return nil
+}
+
+// matchProbe: resource a satisfies m. The type restriction stays outside
+// the negation: a typed match never holds for another type.
+func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
+	s.w("(")
+	if m.Type != "" {
+		s.w(a+".type = ? AND ", m.Type)
+	}
+	// :missing=true is the absence of the sort row :missing=false finds.
+	if m.Not != (m.Op == search.OpMissing && m.Missing) {
+		s.w("NOT ")
+	}
+	s.w("EXISTS (SELECT 1 FROM ")
+	switch m.Op {
+	case search.OpKey:
+		k := c.alias("k")
+		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND " + k + ".key IN (" + placeholders(len(m.Keys)) + ")")
+		for _, key := range m.Keys {
+			s.args = append(s.args, key)
+		}
+	case search.OpKeyPrefix, search.OpKeyContains:
+		k := c.alias("k")
+		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND ")
+		prefixRange(s, k+".key", m.Prefix)
+		if m.Op == search.OpKeyContains {
+			containsTest(s, k+".key", m.Prefix, m.Contains)
+		}
+	case search.OpDate:
+		x := c.alias("x")
+		s.w("search_dates AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
+		dateTest(s, m, x+".low", x+".high")
+	case search.OpNumber:
+		x := c.alias("x")
+		s.w("search_numbers AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
+		numberTest(s, m, x+".low", x+".high")
+	case search.OpMissing:
+		x := c.alias("x")
+		s.w("search_sorts AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ?", m.Param)
+	case search.OpChain:
+		target, err := chainTarget(m)
+		if err != nil {
+			return err
+		}
+		k, t := c.alias("k"), c.alias("t")
+		prefix := m.Chain.RefParam + "\x1f" + target + "/"
+		s.w("search_keys AS "+k+" CROSS JOIN resources AS "+t+" ON "+t+".type = ? AND "+t+".id = substr("+k+".key, ?) WHERE "+k+".rid = "+rid+" AND ",
+			target, utf8.RuneCountInString(prefix)+1)
+		prefixRange(s, k+".key", prefix)
+		if err := c.subProbes(s, m.Chain.Query, t); err != nil {
+			return err
+		}
+	case search.OpHas:
+		if m.Has == nil || m.Has.Query == nil || len(m.Has.Query.Types) != 1 {
+			return fmt.Errorf("sqlite store: search: _has needs a query of exactly one type")
+		}
+		k, h := c.alias("k"), c.alias("h")
+		s.w("search_keys AS "+k+" CROSS JOIN resources AS "+h+" ON "+h+".rid = "+k+".rid WHERE "+k+".key = ? || "+a+".type || '/' || "+a+".id AND "+k+".type = ?",
+			m.Has.Param+"\x1f", m.Has.Query.Types[0])
+		if err := c.subProbes(s, m.Has.Query, h); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("sqlite store: search: unknown op %d", m.Op)
+	}
+	s.w("))")
+	return nil
+}
+
+// subProbes adds the conditions of a chained or _has sub-query on the
+// resource t it joined: current, not deleted, every clause.
+func (c *compiler) subProbes(s *sqlb, q *search.Query, t string) error {
+	s.w(" AND " + t + ".deleted = 0")
+	for i := range q.Where {
+		s.w(" AND ")
+		if err := c.clauseProbe(s, &q.Where[i], t, t+".rid"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,434 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// Search runs q on the reader pool.
+func (s *Store) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
+	return runSearch(ctx, q, &runner{db: s.reader, cache: &s.searchStmts, tune: s.tune})
+}
+
+// Search runs q inside the transaction: it sees the transaction's writes.
+func (t *tx) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
+	t.mu.Lock() // a Put on another goroutine must not interleave
+	defer t.mu.Unlock()
+	return runSearch(ctx, q, &runner{tx: t.tx, tune: t.s.tune})
+}
+
+// stmtCache keeps the prepared statements of search shapes. Values are
+// bound, so a shape (which clauses, how many values) is one SQL text.
+type stmtCache struct {
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+// stmtCacheSize bounds the cache; past it, new shapes run unprepared.
+const stmtCacheSize = 512
+
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, text string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	st, ok := c.m[text]
+	full := len(c.m) >= stmtCacheSize
+	c.mu.Unlock()
+	if ok || full {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, text)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if prev, ok := c.m[text]; ok { // prepared concurrently
+		st.Close()
+		return prev, nil
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[text] = st
+	return st, nil
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, st := range c.m {
+		errs = append(errs, st.Close())
+	}
+	c.m = nil
+	return errors.Join(errs...)
+}
+
+// runner runs search statements on the reader pool (prepared and cached)
+// or inside a transaction. A transaction holds the writer's only
+// connection, where preparing through the pool would wait on itself, so
+// it runs its statements unprepared.
+type runner struct {
+	db    *sql.DB
+	cache *stmtCache
+	tx    *sql.Tx
+	tune  tuning
+}
+
+func (r *runner) query(ctx context.Context, s *sqlb) (*sql.Rows, error) {
+	text := s.String()
+	if r.tx != nil {
+		return r.tx.QueryContext(ctx, text, s.args...)
+	}
+	st, err := r.cache.get(ctx, r.db, text)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return r.db.QueryContext(ctx, text, s.args...)
+	}
+	return st.QueryContext(ctx, s.args...)
+}
+
+func (r *runner) count(ctx context.Context, s *sqlb) (int, error) {
+	rows, err := r.query(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	if rows.Next() {
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+	}
+	return n, rows.Err()
+}
+
+// estimate counts the rows of a driver, up to limit.
+func (r *runner) estimate(ctx context.Context, d *sqlb, limit int) (int, error) {
+	s := (&sqlb{}).w("SELECT count(*) FROM (").add(d).w(" LIMIT " + strconv.Itoa(limit) + ")")
+	return r.count(ctx, s)
+}
+
+// hit is one row of a page: enough to fetch its version and to build a
+// cursor at it.
+type hit struct {
+	rid, seq int64
+	vals     []any
+}
+
+func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPage, error) {
+	if q == nil {
+		return nil, errors.New("sqlite store: search: nil query")
+	}
+	if q.Count < 0 {
+		return nil, fmt.Errorf("sqlite store: search: count must be >= 0, got %d", q.Count)
+	}
+	hash := hashQuery(q)
+	var cur *searchCursor
+	if q.Cursor != "" {
+		c, err := decodeSearchCursor(q.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		if c.query != hash || len(c.vals) != len(q.Sort) {
+			return nil, fmt.Errorf("sqlite store: search: cursor was issued for another query: %w", store.ErrBadCursor)
+		}
+		cur = &c
+	}
+	fail := func(err error) (*store.SearchPage, error) { return nil, wrapErr(ctx, "search", err) }
+
+	c := &compiler{ctx: ctx, estimate: r.estimate, tune: r.tune}
+	p, err := c.choose(q, len(q.Sort) > 0)
+	if err != nil {
+		return fail(err)
+	}
+	const a = "a"
+	from, where, err := c.fromWhere(q, a, p)
+	if err != nil {
+		return fail(err)
+	}
+	page := &store.SearchPage{Total: -1}
+	cheap := p.driver != nil && p.estimate >= 0 && p.estimate < r.tune.estimateLimit
+	if q.Total == search.TotalAccurate || q.Total == search.TotalEstimate && cheap {
+		n, err := r.count(ctx, (&sqlb{}).w("SELECT count(*) ").add(from).w(" WHERE ").add(where))
+		if err != nil {
+			return fail(err)
+		}
+		page.Total = int64(n)
+	}
+	if q.Count == 0 {
+		return page, nil
+	}
+
+	hits, maxRid, more, err := pageHits(ctx, r, q, p, from, where, cur)
+	if err != nil {
+		return fail(err)
+	}
+	back := cur != nil && cur.back
+	if back {
+		slices.Reverse(hits)
+	}
+	at := func(h hit, back bool) string {
+		return searchCursor{back: back, query: hash, maxRid: maxRid, rid: h.rid, vals: h.vals}.encode()
+	}
+	here := func(back bool) string { // a cursor at the position asked for
+		c := *cur
+		c.back = back
+		return c.encode()
+	}
+	switch {
+	case len(hits) == 0 && cur != nil:
+		if back {
+			page.Next = here(false)
+		} else {
+			page.Prev = here(true)
+		}
+	case len(hits) == 0:
+	case back:
+		page.Next = at(hits[len(hits)-1], false)
+		if more {
+			page.Prev = at(hits[0], true)
+		}
+	default:
+		if more {
+			page.Next = at(hits[len(hits)-1], false)
+		}
+		if cur != nil {
+			page.Prev = at(hits[0], true)
+		}
+	}
+
+	seqs := make([]int64, len(hits))
+	for i, h := range hits {
+		seqs[i] = h.seq
+	}
+	page.Matches, err = fetchSeqs(ctx, r, seqs)
+	if err != nil {
+		return fail(err)
+	}
+	if len(q.Include)+len(q.RevInclude) > 0 && len(hits) > 0 {
+		rids := make([]int64, len(hits))
+		for i, h := range hits {
+			rids[i] = h.rid
+		}
+		page.Included, err = includes(ctx, r, q, rids, page.Matches)
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return page, nil
+}
+
+// sortExpr is the SQL of sort key i: a resources column for the special
+// parameters, else the sort row's least (ascending) or greatest value.
+func sortExpr(a string, i int, s search.Sort) string {
+	switch s.Param {
+	case "_id":
+		return a + ".id"
+	case "_lastUpdated":
+		return a + ".last_updated"
+	}
+	col := ".lo"
+	if s.Desc {
+		col = ".hi"
+	}
+	return "s" + strconv.Itoa(i) + col
+}
+
+// pageHits selects the page: Count+1 rows after (or, paging back, before)
+// the cursor in the query's order, the extra one telling whether there is
+// more. Keyset only: the cursor's position becomes a WHERE condition, so a
+// page costs the same wherever it is.
+func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *searchCursor) (hits []hit, maxRid int64, more bool, err error) {
+	const a = "a"
+	rid := ridExpr(a, p)
+	s := &sqlb{}
+	s.w("SELECT " + rid + ", " + a + ".seq")
+	for i, so := range q.Sort {
+		s.w(", " + sortExpr(a, i, so))
+	}
+	s.w(", (SELECT max(rid) FROM resources) ")
+	s.add(from)
+	for i, so := range q.Sort {
+		if so.Param == "_id" || so.Param == "_lastUpdated" {
+			continue
+		}
+		n := "s" + strconv.Itoa(i)
+		s.w(" LEFT JOIN search_sorts AS "+n+" ON "+n+".rid = "+a+".rid AND "+n+".param = ?", so.Param)
+	}
+	s.w(" WHERE ").add(where)
+	back := cur != nil && cur.back
+	if cur != nil {
+		s.w(" AND "+rid+" <= ? AND (", cur.maxRid)
+		keyset(s, q.Sort, a, rid, cur)
+		s.w(")")
+	}
+	s.w(" ORDER BY ")
+	for i, so := range q.Sort {
+		desc := so.Desc != back
+		dir := " ASC NULLS LAST, "
+		switch {
+		case desc && !back:
+			dir = " DESC NULLS LAST, "
+		case desc:
+			dir = " DESC NULLS FIRST, "
+		case back:
+			dir = " ASC NULLS FIRST, "
+		}
+		s.w(sortExpr(a, i, so) + dir)
+	}
+	if back {
+		s.w(rid + " DESC")
+	} else {
+		s.w(rid + " ASC")
+	}
+	// The limit is an integer of ours, not a value: written into the text
+	// it lets the planner use a bounded sorter, and a bound LIMIT would
+	// make SQLite re-prepare the statement on each run.
+	s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+
+	rows, err := r.query(ctx, s)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	defer rows.Close()
+	maxRid = -1
+	if cur != nil {
+		maxRid = cur.maxRid
+	}
+	for rows.Next() {
+		if len(hits) == q.Count {
+			more = true
+			break
+		}
+		h := hit{vals: make([]any, len(q.Sort))}
+		var mr sql.NullInt64
+		dst := []any{&h.rid, &h.seq}
+		for i := range h.vals {
+			dst = append(dst, &h.vals[i])
+		}
+		dst = append(dst, &mr)
+		if err := rows.Scan(dst...); err != nil {
+			return nil, 0, false, err
+		}
+		for i, v := range h.vals {
+			if b, ok := v.([]byte); ok {
+				h.vals[i] = string(b)
+			}
+		}
+		if cur == nil {
+			maxRid = mr.Int64
+		}
+		hits = append(hits, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, false, err
+	}
+	return hits, maxRid, more, rows.Close()
+}
+
+// keyset is the condition "the row comes after the cursor" (before it,
+// paging back) in the order of sorts, then rid: the OR over each key of
+// "equal on the keys before it and past the cursor on this one". A missing
+// value (NULL) sorts after every value in both directions.
+func keyset(s *sqlb, sorts []search.Sort, a, rid string, cur *searchCursor) {
+	back := cur.back
+	for j := 0; j <= len(sorts); j++ {
+		if j > 0 {
+			s.w(" OR ")
+		}
+		s.w("(")
+		for i := 0; i < j; i++ {
+			e := sortExpr(a, i, sorts[i])
+			if cur.vals[i] == nil {
+				s.w(e + " IS NULL AND ")
+			} else {
+				s.w(e+" = ? AND ", cur.vals[i])
+			}
+		}
+		if j == len(sorts) {
+			if back {
+				s.w(rid+" < ?)", cur.rid)
+			} else {
+				s.w(rid+" > ?)", cur.rid)
+			}
+			continue
+		}
+		e := sortExpr(a, j, sorts[j])
+		v := cur.vals[j]
+		// greater: later in ascending order of the raw value
+		greater := !sorts[j].Desc
+		switch {
+		case v == nil && !back:
+			s.w("0)") // nothing is after NULL but other NULLs
+		case v == nil:
+			s.w(e + " IS NOT NULL)")
+		case !back && greater:
+			s.w("("+e+" > ? OR "+e+" IS NULL))", v)
+		case !back:
+			s.w("("+e+" < ? OR "+e+" IS NULL))", v)
+		case greater:
+			s.w(e+" < ?)", v)
+		default:
+			s.w(e+" > ?)", v)
+		}
+	}
+}
+
+const fetchSQL = `SELECT v.seq, v.type, v.id, v.version, v.last_updated, v.method, v.body
+	FROM resource_versions AS v WHERE v.seq IN (SELECT value FROM json_each(?)) AND v.deleted = 0`
+
+// fetchSeqs reads the versions with the given seqs, in that order. A
+// version is immutable, so reading it after the page query still returns
+// what the page selected.
+func fetchSeqs(ctx context.Context, r *runner, seqs []int64) ([]*store.Version, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	rows, err := r.query(ctx, (&sqlb{}).w(fetchSQL, intsJSON(seqs)))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	bySeq := make(map[int64]*store.Version, len(seqs))
+	for rows.Next() {
+		v := &store.Version{}
+		var seq, lu int64
+		var method string
+		if err := rows.Scan(&seq, &v.Type, &v.ID, &v.Version, &lu, &method, &v.Body); err != nil {
+			return nil, err
+		}
+		v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
+		bySeq[seq] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]*store.Version, 0, len(seqs))
+	for _, s := range seqs {
+		if v := bySeq[s]; v != nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func intsJSON(xs []int64) string {
+	b := []byte{'['}
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return string(append(b, ']'))
+}

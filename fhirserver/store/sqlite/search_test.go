@@ -1,0 +1,317 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
+)
+
+func TestSearchCursorRoundTrip(t *testing.T) {
+	for _, c := range []searchCursor{
+		{query: 1, maxRid: 10, rid: 3},
+		{back: true, query: math.MaxUint32, maxRid: math.MaxInt64, rid: math.MaxInt64, vals: []any{nil, int64(-5), 2.5, "", "x\x1fé"}},
+		{maxRid: 1, rid: 1, vals: []any{math.Inf(1), math.Inf(-1), -math.MaxFloat64, int64(math.MinInt64)}},
+	} {
+		s := c.encode()
+		got, err := decodeSearchCursor(s)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Errorf("round trip of %+v: %+v, %v", c, got, err)
+		}
+	}
+}
+
+func TestSearchCursorRejects(t *testing.T) {
+	good := searchCursor{query: 7, maxRid: 100, rid: 42, vals: []any{"abc", int64(3)}}.encode()
+	bad := []string{"", "=", good + "A", good[:len(good)-2], strings.ToUpper(good),
+		searchCursor{maxRid: 4, rid: 5}.encode(),                     // rid beyond the snapshot
+		cursor{lastUpdated: 1, seq: 1, maxSeq: 2, query: 7}.encode(), // a history cursor
+	}
+	for i := range good {
+		bad = append(bad, good[:i]+"~"+good[i+1:])
+	}
+	for _, b := range bad {
+		if b == good {
+			continue
+		}
+		if _, err := decodeSearchCursor(b); !errors.Is(err, store.ErrBadCursor) {
+			t.Errorf("decodeSearchCursor(%q): %v, want ErrBadCursor", b, err)
+		}
+	}
+}
+
+func FuzzSearchCursorDecode(f *testing.F) {
+	f.Add(searchCursor{query: 1, maxRid: 9, rid: 2, vals: []any{"a", int64(1), 1.5, nil}}.encode())
+	f.Add(searchCursor{back: true, maxRid: 1, rid: 1}.encode())
+	f.Add("garbage")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := decodeSearchCursor(s)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadCursor) {
+				t.Fatalf("error %v does not match ErrBadCursor", err)
+			}
+			return
+		}
+		if c.encode() != s {
+			t.Fatalf("accepted non-canonical %q", s)
+		}
+	})
+}
+
+func TestPrefixEnd(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"abc", "abd", true},
+		{"a\xff", "b", true},
+		{"\xff\xff", "", false},
+		{"", "", false},
+		{"fam\x1fé", "fam\x1f\xc3\xaa", true},
+	} {
+		got, ok := prefixEnd(c.in)
+		if got != c.want || ok != c.ok {
+			t.Errorf("prefixEnd(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestSearchPlans: the query shapes of the issue start from the selective
+// index lookup and never scan an index table or the resources.
+func TestSearchPlans(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 100 {
+		if err := s.Put(t.Context(), patientWrite(r, i)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			if err := s.Put(t.Context(), observationWrite(r, i, i*5+j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run := &runner{db: s.reader, cache: &s.searchStmts}
+	plan := func(q *search.Query) (string, any, string) {
+		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
+		p, err := c.choose(q, len(q.Sort) > 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, where, err := c.fromWhere(q, "a", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sq := (&sqlb{}).w("SELECT a.rid ").add(from).w(" WHERE ").add(where).w(" ORDER BY " + ridExpr("a", p) + " LIMIT 21")
+		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+sq.String(), sq.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		return sq.String(), sq.args[0], strings.Join(lines, "\n")
+	}
+	// Every observation has the system-only token: the least selective key.
+	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
+	for _, c := range []struct {
+		name  string
+		q     *search.Query
+		first string // the plan's first line
+		avoid []string
+	}{
+		// code is common, subject selective: whatever the clause order,
+		// the subject lookup drives, and the page needs no sort.
+		{"code then subject", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{code, subject}},
+			"SEARCH search_keys USING PRIMARY KEY (key=? AND type=?", []string{"SCAN", "USE TEMP B-TREE FOR ORDER BY"}},
+		{"subject then code", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{subject, code}},
+			"SEARCH search_keys USING PRIMARY KEY (key=? AND type=?", []string{"SCAN", "USE TEMP B-TREE FOR ORDER BY"}},
+		{"family prefix and birthdate", familyBirthQuery(rand.New(rand.NewPCG(5, 5)), 4),
+			"CO-ROUTINE", []string{"SCAN search_keys", "SCAN search_dates", "SCAN a"}},
+	} {
+		sql, arg, p := plan(c.q)
+		if !strings.HasPrefix(p, c.first) {
+			t.Errorf("%s: plan starts elsewhere:\n%s\n%s", c.name, sql, p)
+		}
+		for _, line := range strings.Split(p, "\n") {
+			for _, a := range c.avoid {
+				if line == a || strings.HasPrefix(line, a+" ") {
+					t.Errorf("%s: plan has %q:\n%s\n%s", c.name, a, sql, p)
+				}
+			}
+		}
+		if strings.HasPrefix(c.name, "code ") || strings.HasPrefix(c.name, "subject ") {
+			if arg != "subject\x1fPatient/p7" {
+				t.Errorf("%s: the driver is %q, want the subject key", c.name, arg)
+			}
+		}
+	}
+}
+
+// TestMigrateFromVersion1: a database written by the schema before search
+// keeps its versions and pointers, and its resources get rids in write
+// order (they have no index rows until they are written again).
+func TestMigrateFromVersion1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open(driverName, dsn(path, writerRole, defaultSynchronous))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts := append(slices.Clone(migrations[0]),
+		fmt.Sprintf(`PRAGMA application_id = %d`, applicationID), `PRAGMA user_version = 1`,
+		`INSERT INTO resource_versions (type, id, version, last_updated, method, deleted, body) VALUES
+			('Patient', 'b', 1, 1, 'POST', 0, x'7b7d'), ('Patient', 'a', 1, 2, 'POST', 0, x'7b7d'),
+			('Patient', 'b', 2, 3, 'DELETE', 1, NULL)`,
+		`INSERT INTO resources (type, id, version, seq, deleted, last_updated) VALUES
+			('Patient', 'a', 1, 2, 0, 2), ('Patient', 'b', 2, 3, 1, 3)`)
+	for _, st := range stmts {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	db.Close()
+
+	s := openTemp(t, path)
+	defer s.Close()
+	checkConsistent(t, s)
+	var rids []string
+	rows, err := s.reader.Query(`SELECT id || ':' || rid FROM resources ORDER BY rid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		rows.Scan(&r)
+		rids = append(rids, r)
+	}
+	rows.Close()
+	if fmt.Sprint(rids) != "[a:1 b:2]" {
+		t.Errorf("rids %v, want a before b (pointer seq order)", rids)
+	}
+	page, err := s.Search(t.Context(), &search.Query{Types: []string{"Patient"}, Count: 10})
+	if err != nil || len(page.Matches) != 1 || page.Matches[0].ID != "a" {
+		t.Fatalf("search after migration: %+v, %v", page, err)
+	}
+	w := store.Write{Type: "Patient", ID: "a", Version: 2, LastUpdated: ts(5), Method: store.MethodUpdate, Body: []byte(`{}`),
+		Index: &search.Rows{Keys: []string{"family\x1fx"}}}
+	if err := s.Put(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	page, err = s.Search(t.Context(), &search.Query{Types: []string{"Patient"}, Count: 10,
+		Where: []search.Clause{{Any: []search.Match{{Op: search.OpKey, Keys: []string{"family\x1fx"}}}}}})
+	if err != nil || len(page.Matches) != 1 || page.Matches[0].Version != 2 {
+		t.Fatalf("search after an update: %+v, %v", page, err)
+	}
+}
+
+// TestFetchPlans: the statements that read a page's versions and follow
+// its includes look rows up by key, never scan.
+func TestFetchPlans(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	for _, c := range []struct {
+		sql  string
+		args []any
+		want []string
+	}{
+		{fetchSQL, []any{"[1,2]"}, []string{"SEARCH v USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{fetchRidsSQL, []any{"[1,2]"}, []string{"SEARCH r USING INTEGER PRIMARY KEY (rowid=?)", "SEARCH v USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{includeKeysSQL + " AND key >= ? AND key < ?", []any{"[1]", "subject\x1f", "subject\x20"}, []string{"USING COVERING INDEX search_keys_by_rid (rid=?"}},
+		{resolveSQL, []any{`[["Patient","a"]]`}, []string{"SEARCH r USING INDEX sqlite_autoindex_resources_1 (type=? AND id=?)"}},
+		{revIncludeSQL, []any{`["subject\u001fPatient/a"]`, "Observation"}, []string{"USING PRIMARY KEY (key=? AND type=?)", "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)"}},
+	} {
+		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+c.sql, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, detail)
+		}
+		rows.Close()
+		p := strings.Join(lines, "\n")
+		for _, w := range c.want {
+			if !strings.Contains(p, w) {
+				t.Errorf("%s\nplan:\n%s\nwant %q", c.sql, p, w)
+			}
+		}
+		for _, l := range lines {
+			if strings.HasPrefix(l, "SCAN search") || l == "SCAN r" || l == "SCAN v" {
+				t.Errorf("%s\nplan scans:\n%s", c.sql, p)
+			}
+		}
+	}
+}
+
+// TestReindex: rows are replaced for the version they were extracted
+// from, and an update for a superseded or deleted version is skipped.
+func TestReindex(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	put(t, s, "Patient", "a", 1, ts(1))
+	put(t, s, "Patient", "b", 1, ts(2))
+	put(t, s, "Patient", "b", 2, ts(3))
+	if err := s.Put(t.Context(), store.Write{Type: "Patient", ID: "c", Version: 1, LastUpdated: ts(4), Method: store.MethodCreate, Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(t.Context(), store.Write{Type: "Patient", ID: "c", Version: 2, LastUpdated: ts(5), Method: store.MethodDelete, Deleted: true}); err != nil {
+		t.Fatal(err)
+	}
+	rows := &search.Rows{Keys: []string{"family\x1fx"}}
+	n, err := s.Reindex(t.Context(), []store.IndexUpdate{
+		{Type: "Patient", ID: "a", Version: 1, Rows: rows},
+		{Type: "Patient", ID: "b", Version: 1, Rows: rows},  // superseded
+		{Type: "Patient", ID: "c", Version: 2, Rows: rows},  // deleted
+		{Type: "Patient", ID: "zz", Version: 1, Rows: rows}, // unknown
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("Reindex: %d, %v; want 1 applied", n, err)
+	}
+	page, err := s.Search(t.Context(), &search.Query{Types: []string{"Patient"}, Count: 10,
+		Where: []search.Clause{{Any: []search.Match{{Op: search.OpKey, Keys: []string{"family\x1fx"}}}}}})
+	if err != nil || len(page.Matches) != 1 || page.Matches[0].ID != "a" {
+		t.Fatalf("search after reindex: %+v, %v", page, err)
+	}
+}
+
+// TestConformanceTinyPlanner runs the conformance suite with planner
+// thresholds small enough that the fixture's clauses count as large: the
+// walks of a whole type and the drivers chosen for sorted queries face the
+// suite's expectations too.
+func TestConformanceTinyPlanner(t *testing.T) {
+	for _, tune := range []tuning{{1, 1}, {3, 2}} {
+		t.Run(fmt.Sprintf("%d-%d", tune.estimateLimit, tune.selectiveEnough), func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) store.Store {
+				s, err := open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"), options{synchronous: defaultSynchronous, tune: &tune})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			})
+		})
+	}
+}
