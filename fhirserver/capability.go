@@ -9,7 +9,7 @@ import (
 )
 
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request, c *call) error {
-	writeBody(w, c.format, http.StatusOK, s.capability)
+	writeBody(w, c.format, http.StatusOK, *s.capability.Load())
 	return nil
 }
 
@@ -71,6 +71,16 @@ type capSearchParam struct {
 type capOperation struct {
 	Name       string `json:"name"`
 	Definition string `json:"definition"`
+}
+
+// refreshCapability rebuilds the CapabilityStatement.
+func (s *Server) refreshCapability() error {
+	cs, err := s.capabilityStatement()
+	if err != nil {
+		return err
+	}
+	s.capability.Store(&cs)
+	return nil
 }
 
 // capabilityStatement describes what the routes table implements, for every

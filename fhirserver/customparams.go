@@ -34,6 +34,11 @@ func (s *Server) activateSearchParameter(body []byte) error {
 	if err := s.registry.AddCustom(sp.SearchParameter); err != nil {
 		return outcome.New(http.StatusUnprocessableEntity, "processing", "the SearchParameter cannot be used for search: "+err.Error())
 	}
+	// The statement lists the new parameter. Before New has built the
+	// first one (start-up loading) there is nothing to refresh.
+	if s.capability.Load() != nil {
+		return s.refreshCapability()
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -60,7 +61,9 @@ type Server struct {
 	validator  *fhirjson.Validator
 	budget     *budget
 	registry   *search.Registry
-	capability []byte
+	// capability is the CapabilityStatement, rebuilt when a custom
+	// SearchParameter joins the registry.
+	capability atomic.Pointer[[]byte]
 	// router and prefix are where Register mounted the API; Bundle entries
 	// are dispatched through them.
 	router http.Handler
@@ -115,8 +118,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	if err := s.loadSearchParameters(ctx); err != nil {
 		return nil, err
 	}
-	s.capability, err = s.capabilityStatement()
-	if err != nil {
+	if err := s.refreshCapability(); err != nil {
 		return nil, err
 	}
 	return s, nil

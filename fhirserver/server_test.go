@@ -23,9 +23,11 @@ import (
 // harness is a Kiln FHIR API behind the real middleware chain, served over
 // TLS on loopback, with an embedded store in a temporary folder.
 type harness struct {
-	t    testing.TB
-	srv  *httptest.Server
-	base string
+	t     testing.TB
+	srv   *httptest.Server
+	base  string
+	store *sqlite.Store
+	cfg   fhirserver.Config
 }
 
 func newHarness(t testing.TB, mutate ...func(*fhirserver.Config)) *harness {
@@ -51,7 +53,7 @@ func newHarness(t testing.TB, mutate ...func(*fhirserver.Config)) *harness {
 	r.Use(httpserver.LabelRoute)
 	fs.Register(r, "/fhir")
 	srv.Config.Handler = httpserver.Chain(r, cfg.Logger, 32<<20)
-	return &harness{t: t, srv: srv, base: srv.URL + "/fhir"}
+	return &harness{t: t, srv: srv, base: srv.URL + "/fhir", store: st, cfg: cfg}
 }
 
 type response struct {

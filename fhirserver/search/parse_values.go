@@ -435,6 +435,12 @@ func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
 			if i != n-1 {
 				return Match{}, errf(name, "composite parameters with a "+c.Type+" component before the last are not supported")
 			}
+			for _, h := range heads {
+				if strings.HasSuffix(h, "|") {
+					// Rows are stored only under heads naming a code.
+					return Match{}, errf(name, "a composite component before a "+c.Type+" needs a code, not only a system: "+quote(v))
+				}
+			}
 			param := p.Code + "$" + strings.Join(heads, "$")
 			switch c.Type {
 			case "date":

@@ -151,7 +151,7 @@ func ratFloat(r *big.Rat) float64 {
 func quantityRows(param string, e *Entry, out []NumberRow) []NumberRow {
 	lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
 	out = append(out, NumberRow{param, lo, hi})
-	for _, u := range QuantityUnitForms(e.System, e.Code, e.Unit) {
+	for _, u := range QuantityUnitForms(e.System, e.Code, e.Unit, e.CanonUnit != "") {
 		out = append(out, NumberRow{param + keySep + u, lo, hi})
 	}
 	if e.CanonUnit != "" {
@@ -164,11 +164,16 @@ func quantityRows(param string, e *Entry, out []NumberRow) []NumberRow {
 // QuantityUnitForms lists the unit discriminators a quantity is stored
 // under: "system|code" and "|code" for its code, "|unit" for a differing
 // unit text. The parser looks up "system|code" for a query with a system
-// and "|code" for one without.
-func QuantityUnitForms(system, code, unit string) []string {
+// and "|code" for one without. A quantity in a convertible UCUM unit
+// (canonical) has no "system|code" row: a query in UCUM is always compared
+// in canonical units, so that row would never be read.
+func QuantityUnitForms(system, code, unit string, canonical bool) []string {
 	var out []string
 	if code != "" {
-		out = append(out, system+"|"+code, "|"+code)
+		if !canonical {
+			out = append(out, system+"|"+code)
+		}
+		out = append(out, "|"+code)
 	}
 	if unit != "" && unit != code {
 		out = append(out, "|"+unit)
@@ -189,12 +194,9 @@ func compositeRows(e *Entry, dates []DateRow, nums []NumberRow) ([]DateRow, []Nu
 	if last.Kind != KindDate && last.Kind != KindNumber && last.Kind != KindQuantity {
 		return dates, nums
 	}
-	heads := compositeKeys(e.Components[:n-1])
-	if len(heads) == 0 && n > 1 {
-		return dates, nums
-	}
+	heads := rangeHeads(e.Components[:n-1])
 	for _, h := range heads {
-		param := e.Param + "$" + h.val
+		param := e.Param + "$" + h
 		switch last.Kind {
 		case KindDate:
 			dates = append(dates, DateRow{param, last.Low.UnixMicro(), last.High.UnixMicro()})
@@ -206,4 +208,35 @@ func compositeRows(e *Entry, dates []DateRow, nums []NumberRow) ([]DateRow, []Nu
 		}
 	}
 	return dates, nums
+}
+
+// rangeHeads forms the "$"-joined product of the components' forms that
+// name a value exactly: a token's "code" and "system|code" ("|code" when
+// it has no system), but not "system|", which names no value and would
+// multiply the rows of every composite range by half again. Nil if a
+// component has no form.
+func rangeHeads(comps []Entry) []string {
+	acc := []string{""}
+	for i, c := range comps {
+		var vals []string
+		for _, k := range c.valueKeys() {
+			if k.mod == "" && !(c.Kind == KindToken && k.val == c.System+"|") {
+				vals = append(vals, k.val)
+			}
+		}
+		if len(vals) == 0 {
+			return nil
+		}
+		next := make([]string, 0, len(acc)*len(vals))
+		for _, a := range acc {
+			for _, v := range vals {
+				if i > 0 {
+					v = a + "$" + v
+				}
+				next = append(next, v)
+			}
+		}
+		acc = next
+	}
+	return acc
 }

@@ -123,8 +123,10 @@ var migrations = [][]string{
 			type  TEXT    NOT NULL,
 			PRIMARY KEY (rid, param, low, high)
 		) STRICT, WITHOUT ROWID`,
+		// Only by_low: numbers seldom lead a search (a value with no code
+		// or subject is rarely asked for), and a quantity has several unit
+		// forms, so every index here costs several inserts per resource.
 		`CREATE INDEX search_numbers_by_low ON search_numbers (param, type, low, high)`,
-		`CREATE INDEX search_numbers_by_high ON search_numbers (param, type, high, low)`,
 		// One row per parameter a resource has any entry for: _sort reads
 		// lo (ascending) or hi (descending), :missing tests presence. ANY
 		// keeps each value's own type (text, integer or real).
