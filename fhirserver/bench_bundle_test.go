@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -79,4 +80,31 @@ func BenchmarkTransaction100(b *testing.B) {
 	})
 	n = int64(b.N) * 100
 	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "resources/s")
+}
+
+// BenchmarkSearchObservationsBySubjectAndCode measures the issue's main
+// search through the whole stack (TLS, HTTP/2, parsing, the SQLite query,
+// the Bundle) with 16 requests in flight, on 200 patients × 9 observations;
+// docs/benchmarks.md has the figures at 100k patients from the load tool.
+func BenchmarkSearchObservationsBySubjectAndCode(b *testing.B) {
+	h := newHarness(b)
+	for i := range 20 {
+		if r := h.do("POST", "", syntheaLikeBundle(i), "Prefer", "return=minimal"); r.status != http.StatusOK {
+			b.Fatalf("seed: %d %.300s", r.status, r.body)
+		}
+	}
+	r := h.do("GET", "/Patient?_count=200&_elements=id", nil)
+	var ids []string
+	for _, part := range strings.Split(string(r.body), `"fullUrl":"`)[1:] {
+		ids = append(ids, strings.TrimPrefix(part[:strings.IndexByte(part, '"')], h.base+"/Patient/"))
+	}
+	if len(ids) != 200 {
+		b.Fatalf("seeded %d patients, want 200", len(ids))
+	}
+	var next atomic.Int64
+	h.parallel(b, http.StatusOK, func() *http.Request {
+		id := ids[next.Add(1)%int64(len(ids))]
+		req, _ := http.NewRequest("GET", h.base+"/Observation?subject=Patient/"+id+"&code=http://loinc.org|8867-4", nil)
+		return req
+	})
 }

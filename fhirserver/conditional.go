@@ -116,45 +116,22 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 	if err != nil {
 		return err
 	}
-	pre, err := writePreconditions(r)
-	if err != nil {
-		return err
-	}
 	ctx := r.Context()
-	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
-	if err != nil {
-		return err
-	}
-	var v *store.Version
 	var created bool
-	target := &call{format: c.format, typ: c.typ}
-	err = s.transact(ctx, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, q)
-		if err != nil {
-			return err
+	target, v, err := s.applyToMatch(r, c, "conditional update", func() (string, error) {
+		// A transaction Bundle decided the id already, so that references
+		// to the entry could be rewritten to it.
+		return cmp.Or(assignedID(ctx), info.ID, newID(s.cfg.Now())), nil
+	}, func(target *call, prev *store.Version) (*store.Write, error) {
+		if info.ID != "" && info.ID != target.id {
+			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the matching resource "+c.typ+"/"+target.id, c.typ+".id")
 		}
-		switch len(found) {
-		case 0:
-			// A transaction Bundle decided the id already, so that
-			// references to the entry could be rewritten to it.
-			target.id = cmp.Or(assignedID(ctx), info.ID, newID(s.cfg.Now()))
-		case 1:
-			target.id = found[0].ID
-			if info.ID != "" && info.ID != target.id {
-				return outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the matching resource "+c.typ+"/"+target.id, c.typ+".id")
-			}
-		default:
-			return notSelective(c.typ, len(found))
-		}
-		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) {
-			created = prev == nil || prev.Deleted
-			wr, err := s.nextWrite(ctx, c.typ, target.id, prev, body, store.MethodUpdate)
-			return &wr, err
-		})
-		return err
+		created = prev == nil || prev.Deleted
+		wr, err := s.nextWrite(ctx, c.typ, target.id, prev, body, store.MethodUpdate)
+		return &wr, err
 	})
 	if err != nil {
-		return refuseWithoutTx(err, "conditional update")
+		return err
 	}
 	status, msg := http.StatusOK, "updated "+c.typ+"/"+target.id
 	if created {
@@ -162,6 +139,47 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	s.writeResult(w, r, target, status, v, msg)
 	return nil
+}
+
+// applyToMatch finds, inside one transaction, the resource the request's
+// criteria match and applies next to it as mutate would (with the
+// request's If-Match / If-None-Match). With no match, ifNone names the
+// resource to create or fails; more than one match is a 412.
+func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func() (string, error),
+	next func(target *call, prev *store.Version) (*store.Write, error)) (*call, *store.Version, error) {
+	pre, err := writePreconditions(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx := r.Context()
+	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	target := &call{format: c.format, typ: c.typ}
+	var v *store.Version
+	err = s.transact(ctx, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		switch len(found) {
+		case 0:
+			if target.id, err = ifNone(); err != nil {
+				return err
+			}
+		case 1:
+			target.id = found[0].ID
+		default:
+			return notSelective(c.typ, len(found))
+		}
+		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) { return next(target, prev) })
+		return err
+	})
+	if err != nil {
+		return nil, nil, refuseWithoutTx(err, what)
+	}
+	return target, v, nil
 }
 
 // conditionalDelete is DELETE [type]?criteria: every match is deleted when

@@ -104,37 +104,13 @@ func (s *Server) conditionalPatch(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
-	pre, err := writePreconditions(r)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
-	if err != nil {
-		return err
-	}
-	target := &call{format: c.format, typ: c.typ}
-	var v *store.Version
-	err = s.transact(ctx, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, q)
-		if err != nil {
-			return err
-		}
-		switch len(found) {
-		case 0:
-			return outcome.New(http.StatusNotFound, "not-found", "no "+c.typ+" matches the criteria")
-		case 1:
-			target.id = found[0].ID
-		default:
-			return notSelective(c.typ, len(found))
-		}
-		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) {
-			return s.patched(ctx, target, prev, doc)
-		})
-		return err
+	target, v, err := s.applyToMatch(r, c, "conditional patch", func() (string, error) {
+		return "", outcome.New(http.StatusNotFound, "not-found", "no "+c.typ+" matches the criteria")
+	}, func(target *call, prev *store.Version) (*store.Write, error) {
+		return s.patched(r.Context(), target, prev, doc)
 	})
 	if err != nil {
-		return refuseWithoutTx(err, "conditional patch")
+		return err
 	}
 	s.writeResult(w, r, target, http.StatusOK, v, "patched "+c.typ+"/"+target.id)
 	return nil

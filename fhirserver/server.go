@@ -56,11 +56,11 @@ type Config struct {
 
 // Server is the FHIR service. Its methods are safe for concurrent use.
 type Server struct {
-	cfg        Config
-	store      store.Store
-	validator  *fhirjson.Validator
-	budget     *budget
-	registry   *search.Registry
+	cfg       Config
+	store     store.Store
+	validator *fhirjson.Validator
+	budget    *budget
+	registry  *search.Registry
 	// capability is the CapabilityStatement, rebuilt when a custom
 	// SearchParameter joins the registry.
 	capability atomic.Pointer[[]byte]

@@ -94,19 +94,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("data folder: %w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: gc.LogLevel}))
-	st, err := openStore(ctx, cfg.DataDir)
+	handler, closeStore, err := openHandler(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			logger.Error("closing the store", "err", err)
-		}
-	}()
-	handler, err := newHandler(cfg, st, logger)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	if gc.CPUProfile != "" {
 		f, err := os.Create(gc.CPUProfile)
 		if err != nil {

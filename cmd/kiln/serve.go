@@ -32,19 +32,11 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cfg.DataDir)
+	handler, closeStore, err := openHandler(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			logger.Error("closing the store", "err", err)
-		}
-	}()
-	handler, err := newHandler(cfg, st, logger)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	ln, err := httpserver.Listen(cfg.Addr, httpserver.TLSConfig(cert))
 	if err != nil {
 		return err
@@ -55,13 +47,33 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 }
 
 // openStore opens the embedded store of the data folder dir, which must
-// exist. `kiln serve` and `kiln admin generate` share it.
+// exist.
 func openStore(ctx context.Context, dir string) (*sqlite.Store, error) {
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "clinical.db"))
 	if err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
 	return st, nil
+}
+
+// openHandler opens the data folder's store and builds the handler on it.
+// closeStore closes the store, logging a failure: by then the command's
+// outcome is decided. `kiln serve` and `kiln admin generate` share it.
+func openHandler(ctx context.Context, cfg serveConfig, logger *slog.Logger) (h http.Handler, closeStore func(), err error) {
+	st, err := openStore(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeStore = func() {
+		if err := st.Close(); err != nil {
+			logger.Error("closing the store", "err", err)
+		}
+	}
+	if h, err = newHandler(cfg, st, logger); err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return h, closeStore, nil
 }
 
 // newFHIRServer builds the FHIR service of a data folder's store.

@@ -170,31 +170,20 @@ func parseOperation(item any, o *fpOp) *Error {
 		}
 		seen[name] = true
 		var err error
+		// A part that fails leaves its field zeroed; the op is discarded.
 		switch name {
-		case "type", "path", "name":
-			var s string
-			if s, err = stringPart(part); err == nil {
-				switch name {
-				case "type":
-					o.typ = s
-				case "path":
-					o.pathText = s
-				case "name":
-					o.name = s
-				}
-			}
-		case "index", "source", "destination":
-			var n int
-			if n, err = intPart(part); err == nil {
-				switch name {
-				case "index":
-					o.index = n
-				case "source":
-					o.source = n
-				case "destination":
-					o.dest = n
-				}
-			}
+		case "type":
+			o.typ, err = stringPart(part)
+		case "path":
+			o.pathText, err = stringPart(part)
+		case "name":
+			o.name, err = stringPart(part)
+		case "index":
+			o.index, err = intPart(part)
+		case "source":
+			o.source, err = intPart(part)
+		case "destination":
+			o.dest, err = intPart(part)
 		case "value":
 			o.value, err = parseValue(part, 0)
 		default:
@@ -600,18 +589,12 @@ func materialize(v *pvalue, t fhirType) (any, map[string]any, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		var ct fhirType
-		if known {
-			ct = t.childType(info, nv.val.json)
+		cj, cext, fit, err := materializeFor(t, info, known, nv.val)
+		if err == nil {
+			err = fit
 		}
-		cj, cext, err := materialize(nv.val, ct)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", nv.name, err)
-		}
-		if known {
-			if err := checkFits(info, cj, nv.val.typ); err != nil {
-				return nil, nil, fmt.Errorf("%s: %v", nv.name, err)
-			}
 		}
 		_, exists := obj[key]
 		_, extExists := obj["_"+key]
@@ -641,6 +624,24 @@ func materialize(v *pvalue, t fhirType) (any, map[string]any, error) {
 		}
 	}
 	return obj, nil, nil
+}
+
+// materializeFor materializes v for the element info of type t (when
+// known: an unknown element has no type to build or check against). fit is
+// checkFits's verdict, apart as callers report it in their own words and
+// order.
+func materializeFor(t fhirType, info elemInfo, known bool, v *pvalue) (j any, ext map[string]any, fit, err error) {
+	var ct fhirType
+	if known {
+		ct = t.childType(info, v.json)
+	}
+	if j, ext, err = materialize(v, ct); err != nil {
+		return nil, nil, nil, err
+	}
+	if known {
+		fit = checkFits(info, j, v.typ)
+	}
+	return j, ext, fit, nil
 }
 
 // checkFits checks the JSON shape of a value against the definition of
@@ -703,24 +704,18 @@ func (p *fpPatcher) add(s *slot, o *fpOp) error {
 	if err != nil {
 		return unprocessable(0, "", "%v", err)
 	}
-	var ct fhirType
-	if known {
-		ct = t.childType(info, o.value.json)
-	}
-	v, ext, err := materialize(o.value, ct)
+	v, ext, fit, err := materializeFor(t, info, known, o.value)
 	if err != nil {
 		return unprocessable(0, "", "value: %v", err)
 	}
-	if known {
-		if err := checkFits(info, v, o.value.typ); err != nil {
-			return unprocessable(0, "", "value for %s: %v", o.name, err)
-		}
-		if info.choice != "" {
-			for k := range obj {
-				if k != key && strings.HasPrefix(k, info.choice) && len(k) > len(info.choice) && k[len(info.choice)] >= 'A' && k[len(info.choice)] <= 'Z' {
-					if alt, ok := t.elem(k); ok && alt.ed == info.ed {
-						return unprocessable(0, "", "%s already has a value (%s)", info.choice, k)
-					}
+	if fit != nil {
+		return unprocessable(0, "", "value for %s: %v", o.name, fit)
+	}
+	if known && info.choice != "" {
+		for k := range obj {
+			if k != key && strings.HasPrefix(k, info.choice) && len(k) > len(info.choice) && k[len(info.choice)] >= 'A' && k[len(info.choice)] <= 'Z' {
+				if alt, ok := t.elem(k); ok && alt.ed == info.ed {
+					return unprocessable(0, "", "%s already has a value (%s)", info.choice, k)
 				}
 			}
 		}
@@ -761,11 +756,7 @@ func (p *fpPatcher) replace(s *slot, o *fpOp) error {
 		}
 		newKey, info = k, ninfo
 	}
-	var ct fhirType
-	if known {
-		ct = t.childType(info, o.value.json)
-	}
-	v, ext, err := materialize(o.value, ct)
+	v, ext, fit, err := materializeFor(t, info, known, o.value)
 	if err != nil {
 		return unprocessable(0, "", "value: %v", err)
 	}
@@ -776,10 +767,8 @@ func (p *fpPatcher) replace(s *slot, o *fpOp) error {
 	if !s.prim && !newIsObject {
 		return unprocessable(0, "", "the path %s selects a complex element; the value is a primitive", o.pathText)
 	}
-	if known {
-		if err := checkFits(info, v, o.value.typ); err != nil {
-			return unprocessable(0, "", "value: %v", err)
-		}
+	if fit != nil {
+		return unprocessable(0, "", "value: %v", fit)
 	}
 	if newKey != key {
 		delete(obj, key)
@@ -800,23 +789,19 @@ func (p *fpPatcher) insert(obj map[string]any, key string, o *fpOp) error {
 	if o.index > n {
 		return unprocessable(0, "", "index %d is out of range: the list has %d items", o.index, n)
 	}
+	var t fhirType
 	var info elemInfo
 	var known bool
-	var ct fhirType
 	if s := p.slotOfObject(obj); s != nil {
-		t := p.typeOfObject(s)
-		if info, known = t.elem(key); known {
-			ct = t.childType(info, o.value.json)
-		}
+		t = p.typeOfObject(s)
+		info, known = t.elem(key)
 	}
-	v, ext, err := materialize(o.value, ct)
+	v, ext, fit, err := materializeFor(t, info, known, o.value)
+	if err == nil {
+		err = fit
+	}
 	if err != nil {
 		return unprocessable(0, "", "value: %v", err)
-	}
-	if known {
-		if err := checkFits(info, v, o.value.typ); err != nil {
-			return unprocessable(0, "", "value: %v", err)
-		}
 	}
 	insertAligned(obj, key, o.index, v, ext)
 	return nil

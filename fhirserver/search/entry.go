@@ -197,14 +197,26 @@ func (e Entry) valueKeys() []valueKey {
 // compositeKeys forms the product of the components' plain keys; nil if
 // any component has none.
 func compositeKeys(comps []Entry) []valueKey {
+	vals := keyProduct(comps, func(*Entry, string) bool { return true })
+	out := make([]valueKey, len(vals))
+	for i, v := range vals {
+		out[i] = valueKey{"", v}
+	}
+	return out
+}
+
+// keyProduct is the "$"-joined product of the components' plain key
+// values that keep accepts; nil if a component has none.
+func keyProduct(comps []Entry, keep func(c *Entry, val string) bool) []string {
 	if len(comps) == 0 {
 		return nil
 	}
 	acc := []string{""}
-	for i, c := range comps {
+	for i := range comps {
+		c := &comps[i]
 		var vals []string
 		for _, k := range c.valueKeys() {
-			if k.mod == "" {
+			if k.mod == "" && keep(c, k.val) {
 				vals = append(vals, k.val)
 			}
 		}
@@ -215,19 +227,14 @@ func compositeKeys(comps []Entry) []valueKey {
 		for _, a := range acc {
 			for _, v := range vals {
 				if i > 0 {
-					next = append(next, a+"$"+v)
-				} else {
-					next = append(next, v)
+					v = a + "$" + v
 				}
+				next = append(next, v)
 			}
 		}
 		acc = next
 	}
-	out := make([]valueKey, len(acc))
-	for i, a := range acc {
-		out[i] = valueKey{"", a}
-	}
-	return out
+	return acc
 }
 
 func dedupe(keys []string) []string {

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"iter"
 	"net/url"
 	"slices"
 	"strconv"
@@ -43,6 +44,20 @@ func single(name string, vals []string) (string, error) {
 	return strings.TrimSpace(vals[0]), nil
 }
 
+// commaItems yields the items of comma-separated values, trimmed, the
+// empty ones skipped.
+func commaItems(vals []string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, v := range vals {
+			for _, s := range strings.Split(v, ",") {
+				if s = strings.TrimSpace(s); s != "" && !yield(s) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // add reads one result parameter and returns the values applied (nil
 // when none, e.g. an empty _elements, which the self link need not show).
 func (rp *resultParams) add(ps *parser, types []string, name, base string, vals []string) ([]string, error) {
@@ -64,24 +79,18 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 		}
 		rp.count, rp.hasCount = n, true
 	case "_sort":
-		for _, v := range vals {
-			for _, s := range strings.Split(v, ",") {
-				s = strings.TrimSpace(s)
-				if s == "" {
-					continue
-				}
-				st := Sort{Param: s}
-				if strings.HasPrefix(s, "-") {
-					st = Sort{Param: s[1:], Desc: true}
-				}
-				if err := ps.sortable(types, st.Param); err != nil {
-					return nil, err
-				}
-				if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
-					continue // the first occurrence decides
-				}
-				rp.sort = append(rp.sort, st)
+		for s := range commaItems(vals) {
+			st := Sort{Param: s}
+			if strings.HasPrefix(s, "-") {
+				st = Sort{Param: s[1:], Desc: true}
 			}
+			if err := ps.sortable(types, st.Param); err != nil {
+				return nil, err
+			}
+			if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
+				continue // the first occurrence decides
+			}
+			rp.sort = append(rp.sort, st)
 		}
 	case "_include", "_revinclude":
 		iterate := false
@@ -121,18 +130,12 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 		}
 		rp.summary = s
 	case "_elements":
-		for _, v := range vals {
-			for _, e := range strings.Split(v, ",") {
-				e = strings.TrimSpace(e)
-				if e == "" {
-					continue
-				}
-				if !validElement(e) {
-					return nil, errf(name, "not an element name: "+quote(e))
-				}
-				if !slices.Contains(rp.elements, e) {
-					rp.elements = append(rp.elements, e)
-				}
+		for e := range commaItems(vals) {
+			if !validElement(e) {
+				return nil, errf(name, "not an element name: "+quote(e))
+			}
+			if !slices.Contains(rp.elements, e) {
+				rp.elements = append(rp.elements, e)
 			}
 		}
 		if len(rp.elements) == 0 {

@@ -286,12 +286,31 @@ func parseNumber(name, lit string) (number, error) {
 	if !ok {
 		return number{}, errf(name, "not a number: "+quote(lit))
 	}
-	for _, r := range []*big.Rat{val, low, high} {
+	n := number{val, low, high}
+	if !n.finite() {
+		return number{}, errf(name, "number out of range: "+quote(lit))
+	}
+	return n, nil
+}
+
+// finite: every bound is a finite float64, as the index stores them.
+func (n number) finite() bool {
+	for _, r := range []*big.Rat{n.val, n.low, n.high} {
 		if f, _ := r.Float64(); math.IsInf(f, 0) {
-			return number{}, errf(name, "number out of range: "+quote(lit))
+			return false
 		}
 	}
-	return number{val, low, high}, nil
+	return true
+}
+
+// prefixedNumber parses [prefix]number.
+func prefixedNumber(name, v string) (Cmp, number, error) {
+	c, lit, err := splitPrefix(name, v)
+	if err != nil {
+		return 0, number{}, err
+	}
+	n, err := parseNumber(name, unescape(lit))
+	return c, n, err
 }
 
 // numberRange fills the OpNumber fields of m from n and the comparator:
@@ -311,11 +330,7 @@ func numberRange(m *Match, n number) {
 }
 
 func numberMatch(param, name, v string) (Match, error) {
-	c, lit, err := splitPrefix(name, v)
-	if err != nil {
-		return Match{}, err
-	}
-	n, err := parseNumber(name, unescape(lit))
+	c, n, err := prefixedNumber(name, v)
 	if err != nil {
 		return Match{}, err
 	}
@@ -353,11 +368,7 @@ func quantityMatch(param, name, v string) (Match, error) {
 	if len(parts) != 1 && len(parts) != 3 {
 		return Match{}, errf(name, "a quantity is number, or number|system|code: "+quote(v))
 	}
-	c, lit, err := splitPrefix(name, parts[0])
-	if err != nil {
-		return Match{}, err
-	}
-	n, err := parseNumber(name, unescape(lit))
+	c, n, err := prefixedNumber(name, parts[0])
 	if err != nil {
 		return Match{}, err
 	}
@@ -397,12 +408,11 @@ func canonicalNumber(n number, code string) (number, string, bool) {
 	if low.Cmp(high) > 0 {
 		low, high = high, low
 	}
-	for _, r := range []*big.Rat{val, low, high} {
-		if f, _ := r.Float64(); math.IsInf(f, 0) {
-			return n, "", false
-		}
+	cn := number{val, low, high}
+	if !cn.finite() {
+		return n, "", false
 	}
-	return number{val, low, high}, unit, true
+	return cn, unit, true
 }
 
 // compositeMatch parses comp1$comp2…: equality on every component is a

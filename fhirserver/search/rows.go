@@ -216,27 +216,7 @@ func compositeRows(e *Entry, dates []DateRow, nums []NumberRow) ([]DateRow, []Nu
 // multiply the rows of every composite range by half again. Nil if a
 // component has no form.
 func rangeHeads(comps []Entry) []string {
-	acc := []string{""}
-	for i, c := range comps {
-		var vals []string
-		for _, k := range c.valueKeys() {
-			if k.mod == "" && !(c.Kind == KindToken && k.val == c.System+"|") {
-				vals = append(vals, k.val)
-			}
-		}
-		if len(vals) == 0 {
-			return nil
-		}
-		next := make([]string, 0, len(acc)*len(vals))
-		for _, a := range acc {
-			for _, v := range vals {
-				if i > 0 {
-					v = a + "$" + v
-				}
-				next = append(next, v)
-			}
-		}
-		acc = next
-	}
-	return acc
+	return keyProduct(comps, func(c *Entry, val string) bool {
+		return !(c.Kind == KindToken && val == c.System+"|")
+	})
 }

@@ -274,20 +274,14 @@ func (c *compiler) matchDriver(m *search.Match, types []string, distinct bool) (
 			containsTest(s, "key", m.Prefix, m.Contains)
 		}
 		typeFilter(s, "type", types, m.Type)
-	case search.OpDate:
-		s.w(sel+" FROM search_dates WHERE param = ?", m.Param)
+	case search.OpDate, search.OpNumber:
+		table, hint, test := rangeTable(m.Op)
+		s.w(sel+" FROM "+table+" WHERE param = ?", m.Param)
 		typeFilter(s, "type", types, m.Type)
 		s.w(" AND ")
-		dateHint(s, m)
+		hint(s, m)
 		s.w(" AND ")
-		dateTest(s, m, "low", "high")
-	case search.OpNumber:
-		s.w(sel+" FROM search_numbers WHERE param = ?", m.Param)
-		typeFilter(s, "type", types, m.Type)
-		s.w(" AND ")
-		numberHint(s, m)
-		s.w(" AND ")
-		numberTest(s, m, "low", "high")
+		test(s, m, "low", "high")
 	case search.OpChain:
 		target, err := chainTarget(m)
 		if err != nil {
@@ -469,6 +463,15 @@ func numberHint(s *sqlb, m *search.Match) {
 	}
 }
 
+// rangeTable is what date and number matches differ in: the table of
+// their [low, high] rows and how a comparator reads on those columns.
+func rangeTable(op search.Op) (table string, hint func(*sqlb, *search.Match), test func(s *sqlb, m *search.Match, lo, hi string)) {
+	if op == search.OpDate {
+		return "search_dates", dateHint, dateTest
+	}
+	return "search_numbers", numberHint, numberTest
+}
+
 func chainTarget(m *search.Match) (string, error) {
 	if m.Chain == nil || m.Chain.Query == nil || len(m.Chain.Query.Types) != 1 {
 		return "", fmt.Errorf("sqlite store: search: a chain needs a query of exactly one type")
@@ -558,14 +561,11 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 		if m.Op == search.OpKeyContains {
 			containsTest(s, k+".key", m.Prefix, m.Contains)
 		}
-	case search.OpDate:
+	case search.OpDate, search.OpNumber:
+		table, _, test := rangeTable(m.Op)
 		x := c.alias("x")
-		s.w("search_dates AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
-		dateTest(s, m, x+".low", x+".high")
-	case search.OpNumber:
-		x := c.alias("x")
-		s.w("search_numbers AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
-		numberTest(s, m, x+".low", x+".high")
+		s.w(table+" AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
+		test(s, m, x+".low", x+".high")
 	case search.OpMissing:
 		x := c.alias("x")
 		s.w("search_sorts AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ?", m.Param)

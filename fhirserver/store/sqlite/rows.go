@@ -88,20 +88,37 @@ func keysJSON(keys []string) []byte {
 }
 
 func datesJSON(rows []search.DateRow) []byte {
+	b, _ := rangesJSON(rows, func(r search.DateRow) (string, int64, int64) { return r.Param, r.Low, r.High }, appendJSONInt)
+	return b
+}
+
+// rangesJSON writes rows as a JSON array of [param, low, high], the shape
+// the date, number and sort inserts read; appendBound writes one bound.
+func rangesJSON[R, V any](rows []R, split func(R) (string, V, V), appendBound func([]byte, V) ([]byte, error)) ([]byte, error) {
 	b := []byte{'['}
+	var err error
 	for i, r := range rows {
 		if i > 0 {
 			b = append(b, ',')
 		}
+		param, lo, hi := split(r)
 		b = append(b, '[')
-		b = appendJSONString(b, r.Param)
+		b = appendJSONString(b, param)
 		b = append(b, ',')
-		b = strconv.AppendInt(b, r.Low, 10)
+		if b, err = appendBound(b, lo); err != nil {
+			return nil, err
+		}
 		b = append(b, ',')
-		b = strconv.AppendInt(b, r.High, 10)
+		if b, err = appendBound(b, hi); err != nil {
+			return nil, err
+		}
 		b = append(b, ']')
 	}
-	return append(b, ']')
+	return append(b, ']'), nil
+}
+
+func appendJSONInt(b []byte, v int64) ([]byte, error) {
+	return strconv.AppendInt(b, v, 10), nil
 }
 
 // appendJSONFloat writes f so that SQLite reads it back as REAL (an
@@ -115,25 +132,7 @@ func appendJSONFloat(b []byte, f float64) ([]byte, error) {
 }
 
 func numbersJSON(rows []search.NumberRow) ([]byte, error) {
-	b := []byte{'['}
-	var err error
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		b = appendJSONString(b, r.Param)
-		b = append(b, ',')
-		if b, err = appendJSONFloat(b, r.Low); err != nil {
-			return nil, err
-		}
-		b = append(b, ',')
-		if b, err = appendJSONFloat(b, r.High); err != nil {
-			return nil, err
-		}
-		b = append(b, ']')
-	}
-	return append(b, ']'), nil
+	return rangesJSON(rows, func(r search.NumberRow) (string, float64, float64) { return r.Param, r.Low, r.High }, appendJSONFloat)
 }
 
 // appendSortValue keeps the value's type: a string as TEXT, an integer as
@@ -154,25 +153,7 @@ func appendSortValue(b []byte, v any) ([]byte, error) {
 }
 
 func sortsJSON(rows []search.SortRow) ([]byte, error) {
-	b := []byte{'['}
-	var err error
-	for i, r := range rows {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '[')
-		b = appendJSONString(b, r.Param)
-		b = append(b, ',')
-		if b, err = appendSortValue(b, r.Lo); err != nil {
-			return nil, err
-		}
-		b = append(b, ',')
-		if b, err = appendSortValue(b, r.Hi); err != nil {
-			return nil, err
-		}
-		b = append(b, ']')
-	}
-	return append(b, ']'), nil
+	return rangesJSON(rows, func(r search.SortRow) (string, any, any) { return r.Param, r.Lo, r.Hi }, appendSortValue)
 }
 
 var _ store.Indexer = (*Store)(nil)

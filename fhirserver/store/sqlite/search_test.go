@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -37,35 +36,13 @@ func TestSearchCursorRejects(t *testing.T) {
 		searchCursor{maxRid: 4, rid: 5}.encode(),                     // rid beyond the snapshot
 		cursor{lastUpdated: 1, seq: 1, maxSeq: 2, query: 7}.encode(), // a history cursor
 	}
-	for i := range good {
-		bad = append(bad, good[:i]+"~"+good[i+1:])
-	}
-	for _, b := range bad {
-		if b == good {
-			continue
-		}
-		if _, err := decodeSearchCursor(b); !errors.Is(err, store.ErrBadCursor) {
-			t.Errorf("decodeSearchCursor(%q): %v, want ErrBadCursor", b, err)
-		}
-	}
+	checkRejects(t, "decodeSearchCursor", good, bad, decodeSearchCursor)
 }
 
 func FuzzSearchCursorDecode(f *testing.F) {
 	f.Add(searchCursor{query: 1, maxRid: 9, rid: 2, vals: []any{"a", int64(1), 1.5, nil}}.encode())
 	f.Add(searchCursor{back: true, maxRid: 1, rid: 1}.encode())
-	f.Add("garbage")
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := decodeSearchCursor(s)
-		if err != nil {
-			if !errors.Is(err, store.ErrBadCursor) {
-				t.Fatalf("error %v does not match ErrBadCursor", err)
-			}
-			return
-		}
-		if c.encode() != s {
-			t.Fatalf("accepted non-canonical %q", s)
-		}
-	})
+	fuzzDecode(f, decodeSearchCursor)
 }
 
 func TestPrefixEnd(t *testing.T) {
@@ -114,21 +91,7 @@ func TestSearchPlans(t *testing.T) {
 			t.Fatal(err)
 		}
 		sq := (&sqlb{}).w("SELECT a.rid ").add(from).w(" WHERE ").add(where).w(" ORDER BY " + ridExpr("a", p) + " LIMIT 21")
-		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+sq.String(), sq.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return sq.String(), sq.args[0], strings.Join(lines, "\n")
+		return sq.String(), sq.args[0], strings.Join(explain(t, s.reader, sq.String(), sq.args...), "\n")
 	}
 	// Every observation has the system-only token: the least selective key.
 	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
@@ -239,20 +202,7 @@ func TestFetchPlans(t *testing.T) {
 		{resolveSQL, []any{`[["Patient","a"]]`}, []string{"SEARCH r USING INDEX sqlite_autoindex_resources_1 (type=? AND id=?)"}},
 		{revIncludeSQL, []any{`["subject\u001fPatient/a"]`, "Observation"}, []string{"USING PRIMARY KEY (key=? AND type=?)", "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)"}},
 	} {
-		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+c.sql, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		rows.Close()
+		lines := explain(t, s.reader, c.sql, c.args...)
 		p := strings.Join(lines, "\n")
 		for _, w := range c.want {
 			if !strings.Contains(p, w) {

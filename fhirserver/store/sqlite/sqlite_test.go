@@ -264,21 +264,7 @@ func TestQueryPlans(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
 	defer s.Close()
 	plan := func(query string) string {
-		rows, err := s.reader.Query("EXPLAIN QUERY PLAN "+query, make([]any, strings.Count(query, "?"))...)
-		if err != nil {
-			t.Fatalf("explain: %v", err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, detail)
-		}
-		return strings.Join(lines, "\n")
+		return strings.Join(explain(t, s.reader, query, make([]any, strings.Count(query, "?"))...), "\n")
 	}
 	read := plan(readSQL)
 	if !strings.Contains(read, "USING INDEX sqlite_autoindex_resources_1 (type=? AND id=?)") || !strings.Contains(read, "USING INTEGER PRIMARY KEY") || strings.Contains(read, "SCAN") {
@@ -438,31 +424,67 @@ func TestCursorDecode(t *testing.T) {
 	}
 	bad := []string{"", "=", s + "=", s + "A", s[:len(s)-1], "A" + s, strings.ToUpper(s),
 		cursor{seq: 5, maxSeq: 4}.encode(), cursor{seq: 0, maxSeq: 4}.encode()}
-	for i := range s {
-		bad = append(bad, s[:i]+"~"+s[i+1:])
-	}
-	for _, b := range bad {
-		if b == s {
-			continue
-		}
-		if _, err := decodeCursor(b); !errors.Is(err, store.ErrBadCursor) {
-			t.Errorf("decodeCursor(%q): %v, want ErrBadCursor", b, err)
-		}
-	}
+	checkRejects(t, "decodeCursor", s, bad, decodeCursor)
 }
 
 func FuzzCursorDecode(f *testing.F) {
 	f.Add(cursor{lastUpdated: 1, seq: 1, maxSeq: 2}.encode())
+	fuzzDecode(f, decodeCursor)
+}
+
+// checkRejects: decode fails with ErrBadCursor on each of bad and on every
+// one-character corruption of the valid cursor good.
+func checkRejects[C any](t *testing.T, name, good string, bad []string, decode func(string) (C, error)) {
+	t.Helper()
+	for i := range good {
+		bad = append(bad, good[:i]+"~"+good[i+1:])
+	}
+	for _, b := range bad {
+		if b == good {
+			continue
+		}
+		if _, err := decode(b); !errors.Is(err, store.ErrBadCursor) {
+			t.Errorf("%s(%q): %v, want ErrBadCursor", name, b, err)
+		}
+	}
+}
+
+// fuzzDecode: decode accepts only what encode writes, and rejects the
+// rest with ErrBadCursor.
+func fuzzDecode[C interface{ encode() string }](f *testing.F, decode func(string) (C, error)) {
 	f.Add("garbage")
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := decodeCursor(s)
-		if err == nil && c.encode() != s {
+		c, err := decode(s)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadCursor) {
+				t.Fatalf("error %v does not match ErrBadCursor", err)
+			}
+			return
+		}
+		if c.encode() != s {
 			t.Fatalf("accepted non-canonical %q", s)
 		}
-		if err != nil && !errors.Is(err, store.ErrBadCursor) {
-			t.Fatalf("error %v does not match ErrBadCursor", err)
-		}
 	})
+}
+
+// explain returns the detail lines of SQLite's plan for query.
+func explain(t testing.TB, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	return lines
 }
 
 // checkConsistent verifies the invariants a crash must not break: SQLite's
