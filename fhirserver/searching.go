@@ -151,6 +151,7 @@ func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, s
 	if err != nil {
 		return err
 	}
+	page.Included = s.readable(ctx, page.Included)
 	writeBody(w, c.format, http.StatusOK, s.searchBundle(sr, parsed, page, scope))
 	return nil
 }
@@ -309,6 +310,25 @@ func cloneValues(v url.Values) url.Values {
 	out := make(url.Values, len(v)+1)
 	for k, vs := range v {
 		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// readable keeps the included resources whose type the caller may read:
+// _include=* and _revinclude can reach types the query does not name, and
+// an include must not show what a read would refuse.
+func (s *Server) readable(ctx context.Context, vs []*store.Version) []*store.Version {
+	allowed := map[string]bool{}
+	out := vs[:0]
+	for _, v := range vs {
+		ok, seen := allowed[v.Type]
+		if !seen {
+			ok = s.authorize(ctx, Access{Interaction: SearchType, Type: v.Type}) == nil
+			allowed[v.Type] = ok
+		}
+		if ok {
+			out = append(out, v)
+		}
 	}
 	return out
 }

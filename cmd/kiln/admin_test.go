@@ -96,7 +96,6 @@ func testGenerate(t *testing.T, mode string) {
 
 func TestAdminGeneratePut(t *testing.T) { testGenerate(t, "put") }
 
-// Needs transaction Bundles (POST /fhir) in fhirserver.
 func TestAdminGenerateTransaction(t *testing.T) { testGenerate(t, "transaction") }
 
 func TestAdminGenerateFlags(t *testing.T) {
@@ -292,5 +291,32 @@ func TestHistogram(t *testing.T) {
 	m.merge(&h)
 	if m.n != h.n || m.quantile(.5) != h.quantile(.5) || m.max != h.max {
 		t.Error("merge")
+	}
+}
+
+// kiln admin reindex rebuilds the index of every resource in a data folder
+// and says how many it reindexed; unknown types and missing folders are
+// refused.
+func TestAdminReindex(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := run(ctx, []string{"admin", "generate", "--data", dir, "--patients", "2", "--observations-per-patient", "3", "--mode", "put"}, nil, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := run(ctx, []string{"admin", "reindex", "--data", dir}, nil, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "reindex: 8 resources") {
+		t.Errorf("output %q does not report 8 resources", out.String())
+	}
+	out.Reset()
+	if err := run(ctx, []string{"admin", "reindex", "--data", dir, "--type", "Observation"}, nil, &out, io.Discard); err != nil || !strings.Contains(out.String(), "reindex: 6 resources") {
+		t.Errorf("--type Observation: %v, %q", err, out.String())
+	}
+	for _, args := range [][]string{{"--data", dir, "--type", "Nope"}, {"--data", filepath.Join(dir, "missing")}} {
+		if err := run(ctx, append([]string{"admin", "reindex"}, args...), nil, io.Discard, io.Discard); err == nil {
+			t.Errorf("%v: no error", args)
+		}
 	}
 }
