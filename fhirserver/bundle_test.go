@@ -618,3 +618,22 @@ func TestTransactionConditionalCreateRace(t *testing.T) {
 		t.Errorf("%d Observations refer to Patient/%s, want %d", len(got), patients[0], writers)
 	}
 }
+
+// In a batch, a resource that is not valid R4 fails only its own entry:
+// the Bundle is checked as a whole only for what makes it unreadable.
+func TestBatchInvalidResourceFailsOnlyItsEntry(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("POST", "", []byte(`{"resourceType":"Bundle","type":"batch","entry":[`+
+		`{"resource":{"resourceType":"Patient","gender":42},"request":{"method":"POST","url":"Patient"}},`+
+		`{"resource":{"resourceType":"Patient","gender":"female"},"request":{"method":"POST","url":"Patient"}}]}`))
+	if r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	entries := r.json(t)["entry"].([]any)
+	status := func(i int) string {
+		return entries[i].(map[string]any)["response"].(map[string]any)["status"].(string)
+	}
+	if !strings.HasPrefix(status(0), "400") || !strings.HasPrefix(status(1), "201") {
+		t.Errorf("statuses %q, %q; want 400 and 201", status(0), status(1))
+	}
+}
