@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
@@ -89,6 +88,10 @@ func TestPagingForwardAndBack(t *testing.T) {
 	if sizes := fmt.Sprint(lens(pages)); sizes != "[7 7 7 4]" {
 		t.Fatalf("page sizes %s, want [7 7 7 4]", sizes)
 	}
+	// The self link of a page fetches that page again.
+	if again := pageMatches(h.getPage(t, bundleLink(fwd.pages[1], "self"))); !slices.Equal(again, pages[1]) {
+		t.Errorf("self link of page 2: %v, want %v", again, pages[1])
+	}
 	// Back from the last page to the first.
 	prev := bundleLink(fwd.pages[3], "previous")
 	if prev == "" {
@@ -160,6 +163,16 @@ func TestPagingCountClamp(t *testing.T) {
 	}
 }
 
+func TestPagingTotalOnEveryPage(t *testing.T) {
+	h := newPagingHarness(t, 25)
+	got := h.search(t, "/Patient?family=pager&_count=7&_total=accurate")
+	for i, p := range got.pages {
+		if p["total"] != float64(25) {
+			t.Errorf("page %d: total %v, want 25", i+1, p["total"])
+		}
+	}
+}
+
 func TestPagingCountZero(t *testing.T) {
 	h := newPagingHarness(t, 25)
 	if m := pageMatches(h.getPage(t, "/Patient?family=pager&_count=0")); len(m) != 0 {
@@ -194,20 +207,19 @@ func TestPagingSortedAcrossPages(t *testing.T) {
 }
 
 // Others write between the page fetches of a client: it sees no match
-// twice and misses none of those that existed when it started.
+// twice and misses none of those that existed when it started (and still
+// exist): inserts of new matches, updates that keep the sort values, and
+// deletes.
 func TestPagingStableUnderWrites(t *testing.T) {
 	for _, sort := range []string{"", "&_sort=given", "&_sort=-birthdate", "&_sort=family,-given", "&_sort=_lastUpdated"} {
-		for _, updates := range []bool{false, true} {
-			name := "inserts" + sort
-			if updates {
-				if sort == "&_sort=_lastUpdated" {
-					continue // an update changes the sort value itself
-				}
-				name = "updates" + sort
+		for _, mode := range []string{"inserts", "updates", "deletes"} {
+			if mode == "updates" && sort == "&_sort=_lastUpdated" {
+				continue // an update changes the sort value itself
 			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(mode+sort, func(t *testing.T) {
 				h := newPagingHarness(t, 25)
 				seen := map[string]int{}
+				deleted := map[string]bool{}
 				var order []string
 				link := "/Patient?family=pager&_count=5" + sort
 				written := 0
@@ -216,12 +228,16 @@ func TestPagingStableUnderWrites(t *testing.T) {
 					for _, id := range pageMatches(p) {
 						seen[id]++
 						order = append(order, id)
+						if deleted[id] {
+							t.Errorf("%s served after its deletion", id)
+						}
 					}
 					link = bundleLink(p, "next")
 					if link == "" {
 						break
 					}
-					if !updates {
+					switch mode {
+					case "inserts":
 						// New matches sorting first, in the middle and last.
 						for _, w := range []struct {
 							given string
@@ -230,29 +246,42 @@ func TestPagingStableUnderWrites(t *testing.T) {
 							written++
 							h.putPager(t, fmt.Sprintf("new-%02d", written), fmt.Sprintf("%s%02d", w.given, written), w.year)
 						}
-						continue
-					}
-					// Rewrite one match already served and one not yet served,
-					// keeping their sort values.
-					for _, id := range []string{order[len(order)-1], unseen(seen)} {
-						if id == "" {
-							continue
+					case "updates":
+						// Rewrite one match already served and one not yet
+						// served, keeping their sort values.
+						for _, id := range []string{order[len(order)-1], unseen(seen, deleted)} {
+							if id == "" {
+								continue
+							}
+							var i int
+							fmt.Sscanf(id, "pg-%d", &i)
+							body := fmt.Sprintf(`{"resourceType":"Patient","id":%q,"gender":"other","name":[{"family":"Pager","given":["g%02d"]}],"birthDate":"%d-01-01"}`, id, i, 1950+i)
+							if r := h.with(t).do("PUT", "/Patient/"+id, []byte(body)); r.status != http.StatusOK {
+								t.Fatalf("update %s: %d %s", id, r.status, r.body)
+							}
 						}
-						var i int
-						fmt.Sscanf(id, "pg-%d", &i)
-						body := fmt.Sprintf(`{"resourceType":"Patient","id":%q,"gender":"other","name":[{"family":"Pager","given":["g%02d"]}],"birthDate":"%d-01-01"}`, id, i, 1950+i)
-						if r := h.with(t).do("PUT", "/Patient/"+id, []byte(body)); r.status != http.StatusOK {
-							t.Fatalf("update %s: %d %s", id, r.status, r.body)
+					case "deletes":
+						// Delete one match already served and one not yet served.
+						for _, id := range []string{order[len(order)-1], unseen(seen, deleted)} {
+							if id == "" {
+								continue
+							}
+							if r := h.with(t).do("DELETE", "/Patient/"+id, nil); r.status != http.StatusNoContent {
+								t.Fatalf("delete %s: %d %s", id, r.status, r.body)
+							}
+							if seen[id] == 0 {
+								deleted[id] = true
+							}
 						}
 					}
 				}
 				for _, id := range pagerIDs(0, 25) {
-					if seen[id] != 1 {
+					if want := 1; seen[id] != want && !deleted[id] {
 						t.Errorf("%s served %d times", id, seen[id])
 					}
 				}
 				for id, n := range seen {
-					if n > 1 && strings.HasPrefix(id, "new-") {
+					if n > 1 {
 						t.Errorf("%s served %d times", id, n)
 					}
 				}
@@ -261,10 +290,11 @@ func TestPagingStableUnderWrites(t *testing.T) {
 	}
 }
 
-// unseen returns an id of the paging set not served yet, or "".
-func unseen(seen map[string]int) string {
+// unseen returns an id of the paging set neither served nor deleted yet,
+// or "".
+func unseen(seen map[string]int, deleted map[string]bool) string {
 	for _, id := range slices.Backward(pagerIDs(0, 25)) {
-		if seen[id] == 0 {
+		if seen[id] == 0 && !deleted[id] {
 			return id
 		}
 	}
@@ -333,6 +363,7 @@ func TestPagingCursorBoundToCriteria(t *testing.T) {
 		"/Patient?_count=5&_cursor=" + c,
 		"/Practitioner?family=pager&_count=5&_cursor=" + c,
 		"?_type=Patient&family=pager&_count=5&_cursor=" + c,
+		"/Patient/pg-00/Patient?family=pager&_count=5&_cursor=" + c,
 		"/Patient?family=pager&_count=5&_sort=given&_cursor=" + c,
 	} {
 		t.Run(other, func(t *testing.T) {

@@ -2,14 +2,17 @@ package fhirserver_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// The result parameters: _include, _revinclude, _sort, _summary,
-// _elements, _total, and the $everything operation. Fixtures: see
+// The result parameters (_include, _revinclude, _sort, _summary,
+// _elements, _total), the $everything operation, and how a search answers
+// parameters it does not know or cannot read. Fixtures: see
 // search_http_test.go.
 
 func TestSearchInclude(t *testing.T) {
@@ -51,6 +54,12 @@ func TestSearchInclude(t *testing.T) {
 			expectIDs(t, "included", got.included, tc.included)
 		})
 	}
+	t.Run("includes do not count toward _count", func(t *testing.T) {
+		got := h.search(t, "/Observation?code=http://loinc.org|2345-7&_include=Observation:subject&_count=1")
+		if len(got.pages) != 4 {
+			t.Errorf("%d pages of one match for 4 matches", len(got.pages))
+		}
+	})
 	t.Run("includes do not count toward total", func(t *testing.T) {
 		r := h.with(t).do("GET", "/Observation?_id=obs-mg-540&_include=Observation:subject&_revinclude=Provenance:target&_total=accurate", nil)
 		if total := r.json(t)["total"]; total != float64(1) {
@@ -114,6 +123,8 @@ func TestSortFixtures(t *testing.T) {
 		{"/Observation?value-quantity=lt10|http://unitsofmeasure.org|mg&_sort=value-quantity", idset("obs-mg-535", "obs-mg-540", "obs-mg-546")},
 		{"/Organization?_sort=name", idset("org-acme", "org-clinic", "org-other")},
 		{"/Organization?_sort=-name", idset("org-other", "org-clinic", "org-acme")},
+		{"/ValueSet?_sort=-_lastUpdated,_id", idset("vs-456", "vs-123", "vs-other")},
+		{"/ValueSet?_sort=_lastUpdated,-_id", idset("vs-other", "vs-123", "vs-456")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.query, func(t *testing.T) {
@@ -187,6 +198,33 @@ func TestSummaryAndElements(t *testing.T) {
 			}
 		})
 	}
+	t.Run("_summary=text keeps mandatory elements", func(t *testing.T) {
+		res := onlyMatch(t, h, "/Observation?_id=obs-mg-540&_summary=text")
+		for _, k := range []string{"id", "meta", "status", "code"} {
+			if _, ok := res[k]; !ok {
+				t.Errorf("no %s in %v", k, res)
+			}
+		}
+		for _, k := range []string{"valueQuantity", "subject", "effectiveDateTime", "encounter"} {
+			if _, ok := res[k]; ok {
+				t.Errorf("%s was not removed", k)
+			}
+		}
+		if !slices.Contains(tagCodes(res), "SUBSETTED") {
+			t.Errorf("no SUBSETTED tag: %v", res["meta"])
+		}
+	})
+	t.Run("_elements with a choice element", func(t *testing.T) {
+		res := onlyMatch(t, h, "/Observation?_id=obs-mg-540&_elements=value")
+		if _, ok := res["valueQuantity"]; !ok {
+			t.Errorf("_elements=value dropped valueQuantity: %v", res)
+		}
+		for _, k := range []string{"subject", "effectiveDateTime", "encounter"} {
+			if _, ok := res[k]; ok {
+				t.Errorf("%s was not removed", k)
+			}
+		}
+	})
 	t.Run("stored resource untouched", func(t *testing.T) {
 		r := h.with(t).do("GET", "/Patient/pat-muller", nil)
 		if bytes.Contains(r.body, []byte("SUBSETTED")) || !bytes.Contains(r.body, []byte("maritalStatus")) {
@@ -194,7 +232,11 @@ func TestSummaryAndElements(t *testing.T) {
 		}
 	})
 	t.Run("_summary=count", func(t *testing.T) {
-		for query, want := range map[string]float64{"/Patient?_summary=count": 6, "/Patient?family=mul&_summary=count": 2, "/Observation?_summary=count&code=http://loinc.org|2345-7": 4} {
+		for _, tc := range []struct {
+			query string
+			want  float64
+		}{{"/Patient?_summary=count", 6}, {"/Patient?family=mul&_summary=count", 2}, {"/Observation?_summary=count&code=http://loinc.org|2345-7", 4}} {
+			query, want := tc.query, tc.want
 			r := h.with(t).do("GET", query, nil)
 			if r.status != http.StatusOK {
 				t.Fatalf("%s: %d %s", query, r.status, r.body)
@@ -274,6 +316,9 @@ func TestEverything(t *testing.T) {
 		got := h.search(t, "/Patient/pat-muller/$everything?_type=Observation,Encounter")
 		expectIDs(t, "_type=Observation,Encounter", all(got), idset("obs-mg-540", "obs-g", "enc-1"))
 	})
+	t.Run("_type=Patient", func(t *testing.T) {
+		expectIDs(t, "_type=Patient", all(h.search(t, "/Patient/pat-muller/$everything?_type=Patient")), idset("pat-muller"))
+	})
 	for _, since := range []string{"2024-03-01T00:00:00Z", "2024-03-01T01:00:00%2B01:00", "2024-03-01T01:00:00+01:00"} {
 		t.Run("_since="+since, func(t *testing.T) {
 			got := h.search(t, "/Patient/pat-muller/$everything?_since="+since)
@@ -287,4 +332,92 @@ func TestEverything(t *testing.T) {
 		expectOutcome(t, h.with(t).do("GET", "/Patient/nobody/$everything", nil), http.StatusNotFound, "")
 		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?_since=last-week", nil), http.StatusBadRequest, "_since")
 	})
+}
+
+// Unknown parameters are ignored and reported, unless the client asks for
+// strict handling.
+func TestSearchUnknownParameters(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	for _, query := range []string{"/Patient?family=smith&foo=bar", "/Patient?foo=bar&family=smith&_nonsense=1"} {
+		t.Run(query, func(t *testing.T) {
+			got := h.search(t, query)
+			expectIDs(t, query, got.matches, idset("pat-smith", "pat-smithson"))
+			if len(got.outcomes) == 0 || got.outcomes[0]["resourceType"] != "OperationOutcome" {
+				t.Fatalf("no OperationOutcome entry with search.mode=outcome: %v", got.pages[0])
+			}
+			b, _ := json.Marshal(got.outcomes)
+			if !bytes.Contains(b, []byte("foo")) {
+				t.Errorf("the outcome does not name the parameter foo: %s", b)
+			}
+			self := bundleLink(got.pages[0], "self")
+			u, err := url.Parse(self)
+			if err != nil {
+				t.Fatalf("self link %q: %v", self, err)
+			}
+			if q := u.Query(); q.Get("family") != "smith" || q.Has("foo") || q.Has("_nonsense") {
+				t.Errorf("self link %q: want family=smith and none of the ignored parameters", self)
+			}
+			// Strict handling refuses the search, naming an unknown parameter.
+			strict := h.with(t).do("GET", query, nil, "Prefer", "handling=strict")
+			expectOutcome(t, strict, http.StatusBadRequest, "")
+			if !bytes.Contains(strict.body, []byte("foo")) && !bytes.Contains(strict.body, []byte("_nonsense")) {
+				t.Errorf("the strict refusal names no unknown parameter: %s", strict.body)
+			}
+		})
+	}
+	t.Run("POST", func(t *testing.T) {
+		got := h.searchPost(t, "/Patient/_search", "family=smith&foo=bar")
+		expectIDs(t, "POST with foo", got.matches, idset("pat-smith", "pat-smithson"))
+		if len(got.outcomes) == 0 {
+			t.Error("no outcome entry for foo")
+		}
+		strict := h.with(t).do("POST", "/Patient/_search", []byte("family=smith&foo=bar"), "Content-Type", "application/x-www-form-urlencoded", "Prefer", "handling=strict")
+		expectOutcome(t, strict, http.StatusBadRequest, "foo")
+	})
+	t.Run("strict accepts _format, _pretty and page links", func(t *testing.T) {
+		got := h.search(t, "/Patient?_count=2&_format=json&_pretty=true", "Prefer", "handling=strict")
+		expectIDs(t, "strict paging", got.matches, allPatient)
+		if len(got.outcomes) != 0 {
+			t.Errorf("outcome entries for HTTP parameters: %v", got.outcomes)
+		}
+	})
+	t.Run("lenient", func(t *testing.T) {
+		got := h.search(t, "/Patient?family=smith&foo=bar", "Prefer", "handling=lenient")
+		expectIDs(t, "lenient", got.matches, idset("pat-smith", "pat-smithson"))
+	})
+}
+
+// Malformed values are errors whatever the handling asked for, and the
+// OperationOutcome names the parameter.
+func TestSearchRejectsMalformedValues(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	tests := []struct{ query, param string }{
+		{"/Patient?birthdate=xx2000", "birthdate"},
+		{"/Patient?birthdate=2000-13-45", "birthdate"},
+		{"/Patient?birthdate=yesterday", "birthdate"},
+		{"/Patient?birthdate=2001-02-29", "birthdate"},
+		{"/Observation?date=2020-01-01T25:00:00Z", "date"},
+		{"/Observation?value-quantity=abc", "value-quantity"},
+		{"/Observation?value-quantity=xx5.4", "value-quantity"},
+		{"/Observation?value-quantity=5.4.1", "value-quantity"},
+		{"/Observation?patient.birthdate=xx2000", "patient.birthdate"},
+		{"/Patient?birthdate:exact=1980", "birthdate"}, // a modifier dates do not have
+		{"/Patient?family:nonsense=x", "family"},       // no such modifier
+		{"/Patient?_count=many", "_count"},
+		{"/Patient?_count=-1", "_count"},
+		{"/Patient?_summary=maybe", "_summary"},
+		{"/Patient?_total=exact", "_total"},
+		{"/Patient?_include=Patient:nonsense", "_include"},
+		{"/Patient?_lastUpdated=gt2024-99", "_lastUpdated"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			for _, prefer := range []string{"handling=lenient", "handling=strict"} {
+				r := h.with(t).do("GET", tc.query, nil, "Prefer", prefer)
+				expectOutcome(t, r, http.StatusBadRequest, tc.param)
+			}
+			r := h.with(t).do("POST", strings.Replace(tc.query, "?", "/_search?", 1), []byte{}, "Content-Type", "application/x-www-form-urlencoded")
+			expectOutcome(t, r, http.StatusBadRequest, tc.param)
+		})
+	}
 }
