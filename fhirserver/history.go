@@ -155,7 +155,11 @@ func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
 	return u
 }
 
+// writeJSONString writes s as a JSON string. Unlike json.Marshal it leaves
+// &, < and > as they are: links full of \u0026 are valid but unreadable.
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc, _ := json.Marshal(s) // a string always encodes
-	b.Write(enc)
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	b.Truncate(b.Len() - 1) // Encode ends with a newline
 }

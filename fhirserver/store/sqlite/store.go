@@ -109,8 +109,11 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
 	// Each connection carries its own SQLite instance and page cache, so
-	// the pool is sized to the CPUs that can use it, not to the clients.
-	n := min(max(runtime.GOMAXPROCS(0), 2), 8)
+	// the pool is sized to the CPUs, not to the clients; four per CPU
+	// because a query on a large database waits on reads from the OS as
+	// much as it computes (at 1M Observations, 8 connections on 2 CPUs
+	// served 20 % more searches than 2).
+	n := min(max(4*runtime.GOMAXPROCS(0), 4), 16)
 	s.reader.SetMaxOpenConns(n)
 	s.reader.SetMaxIdleConns(n)
 	s.reader.SetConnMaxLifetime(0)
