@@ -22,7 +22,6 @@ import (
 // transaction carried in the request context (txcontext.go).
 
 type bundleIn struct {
-	Type  string    `json:"type"`
 	Entry []entryIn `json:"entry"`
 }
 
@@ -67,15 +66,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
 	// A transaction's entries are validated with the Bundle (any failure
 	// fails it all); a batch's only as each entry is processed.
-	body, _, err := s.readBodyWith(r, "Bundle", func(body []byte) (fhirjson.Info, error) {
-		var peek struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(body, &peek) == nil && peek.Type == "batch" {
-			return s.validator.CheckBatch(body)
-		}
-		return s.validator.Check(body)
-	})
+	body, info, err := s.readBodyWith(r, "Bundle", s.validator.CheckBundle)
 	if err != nil {
 		return err
 	}
@@ -87,7 +78,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
 		return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
 			"the Bundle has "+strconv.Itoa(len(in.Entry))+" entries; this server takes at most "+strconv.Itoa(s.cfg.MaxBundleEntries))
 	}
-	switch in.Type {
+	switch info.BundleType {
 	case "transaction":
 		if err := s.authorize(r.Context(), Access{Interaction: Transaction}); err != nil {
 			return err
@@ -100,7 +91,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
 		return s.batch(w, r, c, in.Entry)
 	}
 	return outcome.New(http.StatusBadRequest, "invalid",
-		"only Bundles of type batch or transaction can be posted to the base; got "+quote(in.Type), "Bundle.type")
+		"only Bundles of type batch or transaction can be posted to the base; got "+quote(info.BundleType), "Bundle.type")
 }
 
 // entryRequest checks an entry's request and returns its method and URL

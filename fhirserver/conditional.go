@@ -133,11 +133,7 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 	if err != nil {
 		return err
 	}
-	status, msg := http.StatusOK, "updated "+c.typ+"/"+target.id
-	if created {
-		status, msg = http.StatusCreated, "created "+c.typ+"/"+target.id
-	}
-	s.writeResult(w, r, target, status, v, msg)
+	s.writeUpdated(w, r, target, v, created)
 	return nil
 }
 

@@ -229,12 +229,18 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
+	s.writeUpdated(w, r, c, v, created)
+	return nil
+}
+
+// writeUpdated answers an update: 200, or 201 when it created the resource
+// (no version before it, or a deleted one).
+func (s *Server) writeUpdated(w http.ResponseWriter, r *http.Request, c *call, v *store.Version, created bool) {
 	status, msg := http.StatusOK, "updated "+c.typ+"/"+c.id
 	if created {
 		status, msg = http.StatusCreated, "created "+c.typ+"/"+c.id
 	}
 	s.writeResult(w, r, c, status, v, msg)
-	return nil
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {

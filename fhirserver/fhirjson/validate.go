@@ -52,6 +52,7 @@ func NewValidator(l Limits) (*Validator, error) {
 type Info struct {
 	ResourceType string
 	ID           string // "" when absent
+	BundleType   string // Bundle.type of a Bundle, when a string
 }
 
 // Check validates one resource body (which may be a Bundle): first the
@@ -66,15 +67,16 @@ func (v *Validator) Check(body []byte) (Info, error) {
 	return v.check(body, false)
 }
 
-// CheckBatch validates a batch Bundle as a whole but not its entries'
-// resources beyond the guard (well-formed JSON): each entry of a batch
-// succeeds or fails on its own, so their resources are validated when each
-// entry is processed.
-func (v *Validator) CheckBatch(body []byte) (Info, error) {
+// CheckBundle is Check, except that a Bundle of type batch is validated
+// as a whole but its entries' resources only by the guard (well-formed
+// JSON): each entry of a batch succeeds or fails on its own, so their
+// resources are validated as each entry is processed. Info.BundleType
+// says which it was.
+func (v *Validator) CheckBundle(body []byte) (Info, error) {
 	return v.check(body, true)
 }
 
-func (v *Validator) check(body []byte, shellOnly bool) (Info, error) {
+func (v *Validator) check(body []byte, batchShell bool) (Info, error) {
 	if int64(len(body)) > v.lim.MaxBundleBytes {
 		return Info{}, tooLarge(v.lim.MaxBundleBytes)
 	}
@@ -96,7 +98,7 @@ func (v *Validator) check(body []byte, shellOnly bool) (Info, error) {
 	switch {
 	case info.ResourceType != "Bundle":
 		issues = v.structural(body, "")
-	case shellOnly:
+	case batchShell && info.BundleType == "batch":
 		if shell, _, ok := splitBundle(body); ok {
 			body = shell
 		}
@@ -134,10 +136,18 @@ func (s *scanner) rootInfo(report bool) (Info, bool) {
 				id, _ := unquote(s.data[m.start:m.end])
 				info.ID = string(id)
 			}
+		case "type":
+			if m.kind == kString {
+				t, _ := unquote(s.data[m.start:m.end])
+				info.BundleType = string(t)
+			}
 		}
 	}
 	if !found && report {
 		s.addIssue(codeRequired, "", `missing required element "resourceType"`)
+	}
+	if info.ResourceType != "Bundle" {
+		info.BundleType = ""
 	}
 	return info, found && info.ResourceType != ""
 }
