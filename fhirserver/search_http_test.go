@@ -528,6 +528,17 @@ func TestSearchQuantities(t *testing.T) {
 		{"/Observation?component-code-value-quantity=http://loinc.org|8462-4$gt110", nil},
 		{"/Observation?component-code-value-quantity=http%3A%2F%2Floinc.org%7C8480-6%24gt110", idset("obs-bp")},
 		{"/Observation?code-value-quantity=http://loinc.org|2345-7$gt5.4", idset("obs-mg-546")},
+		// combo-* search the Observation's own value and its components'.
+		{"/Observation?combo-code=http://loinc.org|8462-4", idset("obs-bp")},
+		{"/Observation?combo-code=http://loinc.org|85354-9", idset("obs-bp")},
+		{"/Observation?combo-code=http://loinc.org|2345-7", glucose},
+		{"/Observation?combo-code:not=http://loinc.org|8462-4", idset("obs-mg-540", "obs-mg-535", "obs-mg-546", "obs-g", "obs-open", "obs-openstart", "obs-logical", "obs-abs")},
+		{"/Observation?combo-code:missing=true", nil},
+		{"/Observation?combo-value-quantity=gt100", idset("obs-bp")},
+		{"/Observation?combo-value-quantity=5.4||mg", idset("obs-mg-540", "obs-mg-535")},
+		{"/Observation?combo-value-quantity:missing=true", idset("obs-openstart")},
+		{"/Observation?combo-code-value-quantity=http://loinc.org|8480-6$gt110", idset("obs-bp")},
+		{"/Observation?combo-code-value-quantity=http://loinc.org|2345-7$gt5.4", idset("obs-mg-546")},
 	})
 }
 

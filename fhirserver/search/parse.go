@@ -206,7 +206,7 @@ func (r *Registry) Parse(types []string, params url.Values, opt ParseOptions) (*
 				}
 				continue
 			}
-			c, reason, err := ps.clause(types, name, v, 0)
+			cs, reason, err := ps.clause(types, name, v, 0)
 			if err != nil {
 				// Name the parameter as the client wrote it, not the part
 				// of a chain or _has that failed.
@@ -222,7 +222,7 @@ func (r *Registry) Parse(types []string, params url.Values, opt ParseOptions) (*
 				}
 				continue
 			}
-			q.Where = append(q.Where, c)
+			q.Where = append(q.Where, cs...)
 			applied = append(applied, v)
 		}
 		if len(applied) > 0 {
@@ -325,52 +325,112 @@ func splitName(name string) (code, mod, chain string) {
 	return code, mod, chain
 }
 
-// clause parses one occurrence name=value on types. A non-empty reason
-// means the parameter is unknown and the clause was not made.
-func (ps *parser) clause(types []string, name, value string, depth int) (Clause, string, error) {
+// clause parses one occurrence name=value on types: one clause, or more
+// that must all hold (see partMatches). A non-empty reason means the
+// parameter is unknown and no clause was made.
+func (ps *parser) clause(types []string, name, value string, depth int) ([]Clause, string, error) {
 	if depth > maxDepth {
-		return Clause{}, "", errf(name, "chains and _has are nested too deeply")
+		return nil, "", errf(name, "chains and _has are nested too deeply")
 	}
 	if ps.matches > maxMatches {
-		return Clause{}, "", errf(name, "the query is too complex")
+		return nil, "", errf(name, "the query is too complex")
 	}
 	if strings.HasPrefix(name, "_has:") {
-		return ps.hasClause(types, name, value, depth)
+		c, reason, err := ps.hasClause(types, name, value, depth)
+		if err != nil || reason != "" {
+			return nil, reason, err
+		}
+		return []Clause{c}, "", nil
 	}
 	code, mod, chain := splitName(name)
 	tps, ok := ps.lookup(types, code)
 	if !ok {
-		return Clause{}, "unknown parameter " + quote(code) + forTypes(types), nil
+		return nil, "unknown parameter " + quote(code) + forTypes(types), nil
 	}
 	c := Clause{Param: name}
+	var all []Clause
 	for _, tp := range tps {
-		var ms []Match
-		var err error
-		var reason string
-		switch {
-		case tp.p.Type == "special":
-			return Clause{}, "special parameter " + quote(code) + " is not supported", nil
-		case chain != "":
-			ms, reason, err = ps.chainMatches(tp.p, name, mod, chain, value, depth)
-		default:
-			ms, err = ps.valueMatches(tp.p, name, mod, value)
+		if tp.p.Type == "special" {
+			return nil, "special parameter " + quote(code) + " is not supported", nil
 		}
-		if err != nil {
-			return Clause{}, "", err
+		params := []*Param{tp.p}
+		if len(tp.p.Parts) > 0 {
+			params = tp.p.Parts
 		}
-		if reason != "" {
-			return Clause{}, reason, nil
+		var parts [][]Match
+		for _, p := range params {
+			var ms []Match
+			var err error
+			var reason string
+			if chain != "" {
+				ms, reason, err = ps.chainMatches(p, name, mod, chain, value, depth)
+			} else {
+				ms, err = ps.valueMatches(p, name, mod, value)
+			}
+			if err != nil {
+				return nil, "", err
+			}
+			if reason != "" {
+				return nil, reason, nil
+			}
+			parts = append(parts, withTypes(ms, tp.types))
 		}
-		c.Any = append(c.Any, withTypes(ms, tp.types)...)
+		anyOf, each := partMatches(parts, tp.types == nil)
+		c.Any = append(c.Any, anyOf...)
+		for _, ms := range each {
+			all = append(all, Clause{Param: name, Any: ms})
+		}
 	}
-	ps.matches += len(c.Any)
-	if len(c.Any) > maxValues {
-		return Clause{}, "", errf(name, "too many values")
+	if len(c.Any) > 0 {
+		all = append([]Clause{c}, all...)
+	}
+	for _, cl := range all {
+		ps.matches += len(cl.Any)
+		if len(cl.Any) > maxValues {
+			return nil, "", errf(name, "too many values")
+		}
 	}
 	if ps.matches > maxMatches {
-		return Clause{}, "", errf(name, "the query is too complex")
+		return nil, "", errf(name, "the query is too complex")
 	}
-	return c, "", nil
+	return all, "", nil
+}
+
+// partMatches combines the matches of a parameter's parts (see
+// Param.Parts; a parameter without parts is its own single part). A
+// positive match holds when it holds on any part, so those are OR'ed. A
+// negated key match holds when no part has the keys: the parts' keys make
+// one negated match. ":missing=true" holds when every part is missing:
+// when the matches apply to every searched type (all) each part's
+// becomes a clause of its own (returned in each, to be AND'ed); with
+// type-restricted matches a clause would exclude the other types, so they
+// are OR'ed, which is exact for a parameter without parts.
+func partMatches(parts [][]Match, all bool) (anyOf []Match, each [][]Match) {
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	var not *Match
+	for _, ms := range parts {
+		for _, m := range ms {
+			switch {
+			case m.Not && m.Op == OpKey:
+				if not == nil {
+					m.Keys = slices.Clone(m.Keys)
+					not = &m
+				} else {
+					not.Keys = append(not.Keys, m.Keys...)
+				}
+			case m.Op == OpMissing && m.Missing && all:
+				each = append(each, []Match{m})
+			default:
+				anyOf = append(anyOf, m)
+			}
+		}
+	}
+	if not != nil {
+		anyOf = append(anyOf, *not)
+	}
+	return anyOf, each
 }
 
 // withTypes restricts ms to types (one copy of each match per type), or

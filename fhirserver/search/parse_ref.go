@@ -114,7 +114,7 @@ func (ps *parser) chainMatches(p *Param, name, mod, rest, value string, depth in
 	reason := ""
 	var firstErr error
 	for _, t := range targets {
-		c, why, err := ps.clause([]string{t}, rest, value, depth+1)
+		cs, why, err := ps.clause([]string{t}, rest, value, depth+1)
 		if err != nil {
 			// Without a type modifier, a target on which the chain does
 			// not fit (the code is another kind of parameter there) is
@@ -130,8 +130,10 @@ func (ps *parser) chainMatches(p *Param, name, mod, rest, value string, depth in
 			}
 			continue
 		}
-		c.Param = rest
-		out = append(out, Match{Op: OpChain, Param: p.Code, Chain: &Chain{RefParam: p.Code, Query: &Query{Types: []string{t}, Where: []Clause{c}}}})
+		for i := range cs {
+			cs[i].Param = rest
+		}
+		out = append(out, Match{Op: OpChain, Param: p.Code, Chain: &Chain{RefParam: p.Code, Query: &Query{Types: []string{t}, Where: cs}}})
 	}
 	if len(out) == 0 && firstErr != nil {
 		return nil, "", firstErr
@@ -170,10 +172,12 @@ func (ps *parser) hasClause(types []string, name, value string, depth int) (Clau
 			return Clause{}, "", errf(name, t+"."+ref+" does not refer to "+strings.Join(types, " or "))
 		}
 	}
-	c, why, err := ps.clause([]string{t}, rest, value, depth+1)
+	cs, why, err := ps.clause([]string{t}, rest, value, depth+1)
 	if err != nil || why != "" {
 		return Clause{}, why, err
 	}
-	c.Param = rest
-	return Clause{Param: name, Any: []Match{{Op: OpHas, Has: &Has{Param: ref, Query: &Query{Types: []string{t}, Where: []Clause{c}}}}}}, "", nil
+	for i := range cs {
+		cs[i].Param = rest
+	}
+	return Clause{Param: name, Any: []Match{{Op: OpHas, Has: &Has{Param: ref, Query: &Query{Types: []string{t}, Where: cs}}}}}, "", nil
 }

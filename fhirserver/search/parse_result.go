@@ -87,6 +87,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 			if err := ps.sortable(types, st.Param); err != nil {
 				return nil, err
 			}
+			st.Param = ps.sortParam(types, st.Param)
 			if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
 				continue // the first occurrence decides
 			}
@@ -191,6 +192,24 @@ func (ps *parser) sortable(types []string, code string) error {
 		}
 	}
 	return nil
+}
+
+// sortParam is the parameter whose sort rows a _sort on code reads: the
+// code itself, or for a parameter that is the union of parts (which has
+// no rows of its own) its main part, the one with the shortest code
+// (combo-value-quantity sorts by value-quantity).
+func (ps *parser) sortParam(types []string, code string) string {
+	tps, ok := ps.lookup(types, code)
+	if !ok || len(tps) != 1 || len(tps[0].p.Parts) == 0 {
+		return code
+	}
+	main := tps[0].p.Parts[0].Code
+	for _, q := range tps[0].p.Parts[1:] {
+		if len(q.Code) < len(main) {
+			main = q.Code
+		}
+	}
+	return main
 }
 
 // errRevAll reports a _revinclude=* that cannot be expanded: in a system

@@ -193,8 +193,20 @@ func TestParseWhere(t *testing.T) {
 			[]Clause{cl("code-value-quantity", numM("code-value-quantity$http://loinc.org|8480-6", CmpGt, 100, 100, 0))}},
 		{"composite quantity unit", "Observation", params("component-code-value-quantity", "8480-6$lt60||mm[Hg]"),
 			[]Clause{cl("component-code-value-quantity", numM("component-code-value-quantity$8480-6\x1f|mm[Hg]", CmpLt, 60, 60, 0))}},
+		// combo-* parameters are the union of their parts and have no rows
+		// of their own: a search on one is a search on each part, OR'ed,
+		// except that "none" and "missing" must hold on every part.
 		{"composite combo", "Observation", params("combo-code-value-quantity", "http://loinc.org|8480-6$120"),
-			[]Clause{cl("combo-code-value-quantity", numM("combo-code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0))}},
+			[]Clause{cl("combo-code-value-quantity",
+				numM("code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0),
+				numM("component-code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0))}},
+		{"combo token", "Observation", params("combo-code", "http://loinc.org|8480-6"),
+			[]Clause{cl("combo-code", Match{Op: OpKey, Keys: []string{"code\x1fhttp://loinc.org|8480-6"}}, Match{Op: OpKey, Keys: []string{"component-code\x1fhttp://loinc.org|8480-6"}})}},
+		{"combo not", "Observation", params("combo-code:not", "http://loinc.org|8480-6"),
+			[]Clause{cl("combo-code:not", Match{Op: OpKey, Not: true, Keys: []string{"code\x1fhttp://loinc.org|8480-6", "component-code\x1fhttp://loinc.org|8480-6"}})}},
+		{"combo missing", "Observation", params("combo-code:missing", "true"),
+			[]Clause{cl("combo-code:missing", Match{Op: OpMissing, Param: "code", Missing: true}),
+				cl("combo-code:missing", Match{Op: OpMissing, Param: "component-code", Missing: true})}},
 		{"composite date", "Observation", params("code-value-date", "http://loinc.org|1$ge2020"),
 			[]Clause{cl("code-value-date", dateM("code-value-date$http://loinc.org|1", CmpGe, tUTC(2020, 1, 1, 0, 0, 0), tUTC(2021, 1, 1, 0, 0, 0), 0))}},
 

@@ -49,6 +49,15 @@ type Param struct {
 	// Most parameters of a resource type are absent from any one
 	// resource, and skipping them is the main saving of Extract.
 	need []string
+	// Parts, when set, are the parameters of the same type whose union
+	// this one is (Observation combo-code = code | component-code, and the
+	// combo composites likewise). Such a parameter is not indexed: a
+	// search on it searches its parts, so each value is stored once, not
+	// twice (a third of an Observation's rows).
+	Parts []*Param
+	// branches are the union branches of the expression that apply to
+	// this resource type.
+	branches []string
 }
 
 // Indexable reports whether Extract produces entries for the parameter:
@@ -113,9 +122,71 @@ func newRegistry(whole bool) (*Registry, error) {
 		}
 	}
 	for t, m := range build {
+		linkParts(m)
 		r.types[t] = newTypeParams(m)
 	}
 	return r, nil
+}
+
+// linkParts sets Parts on each parameter whose branches are exactly those
+// of two or more other parameters of the same type and kind (composites:
+// with the same components).
+func linkParts(m map[string]*Param) {
+	for _, p := range m {
+		if p.Expr == nil || len(p.branches) < 2 {
+			continue
+		}
+		var cands []*Param
+		for _, q := range m {
+			if q != p && q.Expr != nil && len(q.branches) < len(p.branches) && sameShape(p, q) && isSubset(q.branches, p.branches) {
+				cands = append(cands, q)
+			}
+		}
+		slices.SortFunc(cands, func(a, b *Param) int {
+			if d := len(b.branches) - len(a.branches); d != 0 {
+				return d
+			}
+			return strings.Compare(a.Code, b.Code)
+		})
+		covered := map[string]bool{}
+		var parts []*Param
+		for _, q := range cands {
+			if slices.ContainsFunc(q.branches, func(b string) bool { return covered[b] }) {
+				continue
+			}
+			for _, b := range q.branches {
+				covered[b] = true
+			}
+			parts = append(parts, q)
+		}
+		if len(parts) >= 2 && len(covered) == len(p.branches) {
+			p.Parts = parts
+		}
+	}
+}
+
+// sameShape reports whether q indexes values the way p does: the same
+// type, targets and (for composites) components.
+func sameShape(p, q *Param) bool {
+	if p.Type != q.Type || !slices.Equal(p.Targets, q.Targets) || len(p.Components) != len(q.Components) {
+		return false
+	}
+	for i := range p.Components {
+		a, b := p.Components[i], q.Components[i]
+		if a.Type != b.Type || a.Expression != b.Expression {
+			return false
+		}
+	}
+	return true
+}
+
+func isSubset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 func newTypeParams(m map[string]*Param) *typeParams {
@@ -149,6 +220,9 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 	}
 	if sp.Expression == "" || kindOf(sp.Type) == 0 {
 		return p, nil // kept for lookup, not indexed
+	}
+	for _, b := range splitUnion(branchesFor(sp.Expression, t)) {
+		p.branches = append(p.branches, strings.TrimSpace(b))
 	}
 	src := sp.Expression
 	if !r.whole {
