@@ -247,11 +247,20 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		if err := rw.resolve(ctx, entries); err != nil {
 			return err
 		}
+		// One lastUpdated for the whole transaction; the rows of what it
+		// writes are extracted up front, on every CPU (preindex.go).
+		now := s.now()
+		ctx = withNow(ctx, now)
+		bodies := make([][]byte, len(entries))
+		ctx = withPreindexed(ctx, s.preindex(ctx, rw.preindexJobs(ctx, entries, bodies), now))
 		for _, p := range plan {
 			e := &entries[p.i]
-			body, err := rw.rewrite(ctx, e.Resource)
-			if err != nil {
-				return entryError(p.i, err)
+			body := bodies[p.i]
+			if body == nil {
+				var err error
+				if body, err = rw.rewrite(ctx, e.Resource); err != nil {
+					return entryError(p.i, err)
+				}
 			}
 			body, ct, err := entryBody(p.method, body)
 			if err != nil {

@@ -144,7 +144,7 @@ func (s *Server) now() time.Time {
 // its index rows. lastUpdated never goes backwards within one resource, even
 // if the clock does.
 func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
-	w := store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.now(), Method: method}
+	w := store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method}
 	if prev != nil {
 		w.Version = prev.Version + 1
 		if w.LastUpdated.Before(prev.LastUpdated) {
@@ -158,6 +158,10 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	var err error
 	if w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated); err != nil {
 		return w, err
+	}
+	if rows, ok := preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
+		w.Index = rows
+		return w, nil
 	}
 	if typ == "SearchParameter" {
 		if err := s.activateSearchParameter(w.Body); err != nil {

@@ -22,10 +22,20 @@ type rewriter struct {
 	tx       store.Tx
 	fullURLs map[string]string // fullUrl → Type/id
 	assigned map[int]string    // entry index → id chosen for its create
+	ids      map[int]string    // entry index → id of the resource a create or update writes
+	noLookup bool              // fail with errNeedsLookup rather than search
 }
 
 func newRewriter(s *Server, tx store.Tx) *rewriter {
-	return &rewriter{s: s, tx: tx, fullURLs: map[string]string{}, assigned: map[int]string{}}
+	return &rewriter{s: s, tx: tx, fullURLs: map[string]string{}, assigned: map[int]string{}, ids: map[int]string{}}
+}
+
+// rewriteNoLookup is rewrite for references that need no search; it
+// fails with errNeedsLookup on a conditional reference.
+func (rw *rewriter) rewriteNoLookup(ctx context.Context, res []byte) ([]byte, error) {
+	rw.noLookup = true
+	defer func() { rw.noLookup = false }()
+	return rw.rewrite(ctx, res)
 }
 
 // resolve decides the id of every entry that creates or updates a resource,
@@ -124,6 +134,9 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 		}
 		if err := claim(i, target); err != nil {
 			return err
+		}
+		if _, id, ok := strings.Cut(target, "/"); ok && (e.Request.Method == http.MethodPut || rw.assigned[i] != "") {
+			rw.ids[i] = id // a create that matched an existing resource writes nothing
 		}
 		if e.FullURL != "" {
 			rw.fullURLs[e.FullURL] = target
@@ -230,6 +243,9 @@ func (rw *rewriter) target(ctx context.Context, ref string) (string, error) {
 	typ, query, ok := strings.Cut(ref, "?")
 	if !ok || !profiles.IsResourceType(typ) {
 		return "", nil
+	}
+	if rw.noLookup {
+		return "", errNeedsLookup
 	}
 	found, err := rw.match(ctx, typ, query)
 	if err != nil {

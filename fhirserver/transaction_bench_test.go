@@ -2,8 +2,10 @@ package fhirserver_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,4 +109,50 @@ func BenchmarkSearchObservationsBySubjectAndCode(b *testing.B) {
 		req, _ := http.NewRequest("GET", h.base+"/Observation?subject=Patient/"+id+"&code=http://loinc.org|8867-4", nil)
 		return req
 	})
+}
+
+// A transaction stamps every resource it writes with one lastUpdated, and
+// the rows extracted for its entries in advance are the ones searched:
+// every resource is found by that instant, by its code and by its
+// patient, and an entry whose reference is resolved only when it is
+// applied (a conditional reference) is indexed too.
+func TestTransactionEntriesAreIndexed(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("POST", "", syntheaLikeBundle(7))
+	if r.status != http.StatusOK {
+		t.Fatalf("transaction: %d %.300s", r.status, r.body)
+	}
+	var stamps []string
+	for _, part := range strings.Split(string(r.body), `"lastUpdated":"`)[2:] { // [1] is the Bundle's own meta
+		stamps = append(stamps, part[:strings.IndexByte(part, '"')])
+	}
+	if distinct := slices.Compact(slices.Sorted(slices.Values(stamps))); len(stamps) != 100 || len(distinct) != 1 {
+		t.Fatalf("want one lastUpdated for 100 resources, got %d resources and %v", len(stamps), distinct)
+	}
+	count := func(query string) int {
+		res := h.do("GET", query+"&_summary=count", nil)
+		var b struct{ Total int }
+		if err := json.Unmarshal(res.body, &b); err != nil || res.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", query, res.status, res.body)
+		}
+		return b.Total
+	}
+	if n := count("/Observation?_lastUpdated=" + stamps[0]); n != 90 {
+		t.Errorf("_lastUpdated=%s finds %d Observations, want 90", stamps[0], n)
+	}
+	if n := count("/Observation?code=http://loinc.org|8867-4"); n != 10 {
+		t.Errorf("code finds %d, want 10", n)
+	}
+	if n := count("/Observation?subject:Patient.family=okafor3"); n != 9 {
+		t.Errorf("chain to the patient finds %d, want 9", n)
+	}
+	cond := `{"resourceType":"Bundle","type":"transaction","entry":[{"resource":{"resourceType":"Observation","status":"final",` +
+		`"code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},"subject":{"reference":"Patient?identifier=https://kiln.example/mrn|7-3"}},` +
+		`"request":{"method":"POST","url":"Observation"}}]}`
+	if r := h.do("POST", "", []byte(cond)); r.status != http.StatusOK {
+		t.Fatalf("conditional reference: %d %s", r.status, r.body)
+	}
+	if n := count("/Observation?subject:Patient.family=okafor3&code=http://loinc.org|29463-7"); n != 2 {
+		t.Errorf("after the conditional reference: %d, want 2", n)
+	}
 }
