@@ -48,9 +48,11 @@ func (s *sqlb) String() string { return s.b.String() }
 // tuning holds the planner's thresholds (tests shrink them to reach every
 // plan with a small fixture). estimateLimit bounds the row count of a
 // driver estimate; selectiveEnough ends the estimates early (a driver this
-// small cannot be beaten by much).
+// small cannot be beaten by much). sortWalk (tests only) makes every
+// sorted query that can walk its sort rows do so.
 type tuning struct {
 	estimateLimit, selectiveEnough int
+	sortWalk                       bool
 }
 
 var defaultTuning = tuning{estimateLimit: 2000, selectiveEnough: 64}
@@ -76,6 +78,17 @@ type plan struct {
 	clause   int  // index in Where of the driver clause, -1 for none
 	ordered  bool // the driver yields each rid once, in rid order
 	estimate int  // rows the driver yields, capped at tune.estimateLimit; -1 unknown
+	// sortWalk: no driver; the page walks the sort rows of the first sort
+	// key in order (see sortWalkHits), then the resources without one.
+	sortWalk bool
+}
+
+// canSortWalk says whether q's page can be read by walking the sort rows
+// of its first sort key: one type (the index orders one type's rows) and
+// a key stored as sort rows, not a resources column.
+func canSortWalk(q *search.Query) bool {
+	return len(q.Sort) > 0 && len(q.Types) == 1 &&
+		q.Sort[0].Param != "_id" && q.Sort[0].Param != "_lastUpdated"
 }
 
 // choose picks the driver of q. sorted says the page is ordered by sort
@@ -94,7 +107,11 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		}
 	}
 	best := plan{clause: -1, estimate: -1}
-	if len(cands) == 0 {
+	walk := sorted && canSortWalk(q)
+	if len(cands) == 0 || walk && c.tune.sortWalk {
+		// Nothing to drive: in sort order, the page costs about its own
+		// rows (and the tests of the resources it skips).
+		best.sortWalk = walk
 		return best, nil
 	}
 	// Cheapest-looking first: an early very selective one ends the search.
@@ -171,6 +188,11 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 	}
 	switch {
 	case best.driver != nil:
+	case walk:
+		// Every clause is large: walking the type in sort order, testing
+		// each resource, fills the page long before the smallest clause
+		// could be read and all its matches sorted.
+		best.sortWalk = true
 	case streaming != nil && !sorted:
 		d, err := c.clauseDriver(&q.Where[streaming.i], q.Types, true)
 		if err != nil {

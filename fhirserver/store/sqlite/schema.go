@@ -139,6 +139,14 @@ var migrations = [][]string{
 			PRIMARY KEY (rid, param)
 		) STRICT, WITHOUT ROWID`,
 	},
+	// 3: a sorted search whose clauses match many resources walks the sort
+	// rows of its type in order (ascending by lo, descending by hi),
+	// testing each resource, until the page is full. rid (also carried as
+	// part of the primary key) is spelled out to order ties.
+	{
+		`CREATE INDEX search_sorts_by_lo ON search_sorts (param, type, lo, rid)`,
+		`CREATE INDEX search_sorts_by_hi ON search_sorts (param, type, hi, rid)`,
+	},
 }
 
 // schemaVersion is the user_version this build writes.

@@ -249,53 +249,12 @@ func sortExpr(a string, i int, s search.Sort) string {
 // more. Keyset only: the cursor's position becomes a WHERE condition, so a
 // page costs the same wherever it is.
 func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *searchCursor) (hits []hit, maxRid int64, more bool, err error) {
-	const a = "a"
-	rid := ridExpr(a, p)
-	s := &sqlb{}
-	s.w("SELECT " + rid + ", " + a + ".seq")
-	for i, so := range q.Sort {
-		s.w(", " + sortExpr(a, i, so))
-	}
-	s.w(", (SELECT max(rid) FROM resources) ")
-	s.add(from)
-	for i, so := range q.Sort {
-		if so.Param == "_id" || so.Param == "_lastUpdated" {
-			continue
-		}
-		n := "s" + strconv.Itoa(i)
-		s.w(" LEFT JOIN search_sorts AS "+n+" ON "+n+".rid = "+a+".rid AND "+n+".param = ?", so.Param)
-	}
-	s.w(" WHERE ").add(where)
-	back := cur != nil && cur.back
-	if cur != nil {
-		s.w(" AND "+rid+" <= ? AND (", cur.maxRid)
-		keyset(s, q.Sort, a, rid, cur)
-		s.w(")")
-	}
-	s.w(" ORDER BY ")
-	for i, so := range q.Sort {
-		desc := so.Desc != back
-		dir := " ASC NULLS LAST, "
-		switch {
-		case desc && !back:
-			dir = " DESC NULLS LAST, "
-		case desc:
-			dir = " DESC NULLS FIRST, "
-		case back:
-			dir = " ASC NULLS FIRST, "
-		}
-		s.w(sortExpr(a, i, so) + dir)
-	}
-	if back {
-		s.w(rid + " DESC")
+	var s *sqlb
+	if p.sortWalk {
+		s = sortWalkSQL(q, from, where, cur)
 	} else {
-		s.w(rid + " ASC")
+		s = pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), cur: cur, keyset: cur != nil})
 	}
-	// The limit is an integer of ours, not a value: written into the text
-	// it lets the planner use a bounded sorter, and a bound LIMIT would
-	// make SQLite re-prepare the statement on each run.
-	s.w(" LIMIT " + strconv.Itoa(q.Count+1))
-
 	rows, err := r.query(ctx, s)
 	if err != nil {
 		return nil, 0, false, err
@@ -334,6 +293,143 @@ func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, whe
 		return nil, 0, false, err
 	}
 	return hits, maxRid, more, rows.Close()
+}
+
+// pageArm is one SELECT of page rows (see pageSQL).
+type pageArm struct {
+	from, where *sqlb // from fromWhere
+	rid         string
+	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
+	keyset      bool          // the rows are past cur (else cur only bounds rids)
+	// sorted: from joins the walked sort row of the first key as s0 and the
+	// rows are those with a first sort value, in the index's order. null:
+	// only the rows without a first sort value, which tie on it.
+	sorted, null bool
+}
+
+// pageSQL is the SELECT of up to Count+1 rows: rid, seq, one value per
+// sort key and the highest rid, in the page's order.
+func pageSQL(q *search.Query, arm pageArm) *sqlb {
+	const a = "a"
+	back := arm.cur != nil && arm.cur.back
+	rid := arm.rid
+	s := &sqlb{}
+	s.w("SELECT " + rid + ", " + a + ".seq")
+	for i, so := range q.Sort {
+		s.w(", " + sortExpr(a, i, so))
+	}
+	s.w(", (SELECT max(rid) FROM resources) ")
+	if arm.sorted {
+		// from is the walk of the type's resources, which this replaces.
+		s.w("FROM search_sorts AS s0 CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
+	} else {
+		s.add(arm.from)
+	}
+	for i, so := range q.Sort {
+		if so.Param == "_id" || so.Param == "_lastUpdated" || i == 0 && arm.sorted {
+			continue
+		}
+		n := "s" + strconv.Itoa(i)
+		s.w(" LEFT JOIN search_sorts AS "+n+" ON "+n+".rid = "+a+".rid AND "+n+".param = ?", so.Param)
+	}
+	s.w(" WHERE ")
+	if arm.sorted {
+		e := sortExpr(a, 0, q.Sort[0])
+		s.w("s0.param = ? AND s0.type = ? AND "+e+" IS NOT NULL AND ", q.Sort[0].Param, q.Types[0])
+		if arm.keyset && arm.cur.vals[0] != nil {
+			// Implied by the keyset, but a range the walk can start at.
+			if q.Sort[0].Desc != back {
+				s.w(e+" <= ? AND ", arm.cur.vals[0])
+			} else {
+				s.w(e+" >= ? AND ", arm.cur.vals[0])
+			}
+		}
+	}
+	s.add(arm.where)
+	if arm.null {
+		s.w(" AND " + sortExpr(a, 0, q.Sort[0]) + " IS NULL")
+	}
+	if arm.cur != nil {
+		s.w(" AND "+rid+" <= ?", arm.cur.maxRid)
+		if arm.keyset {
+			s.w(" AND (")
+			keyset(s, q.Sort, a, rid, arm.cur)
+			s.w(")")
+		}
+	}
+	s.w(" ORDER BY ")
+	for i, so := range q.Sort {
+		if i == 0 && arm.null {
+			continue // every row's is NULL
+		}
+		desc := so.Desc != back
+		dir := " ASC NULLS LAST, "
+		switch {
+		case i == 0 && arm.sorted && desc:
+			// No NULLs: the index's own order, which NULLS would defeat.
+			dir = " DESC, "
+		case i == 0 && arm.sorted:
+			dir = " ASC, "
+		case desc && !back:
+			dir = " DESC NULLS LAST, "
+		case desc:
+			dir = " DESC NULLS FIRST, "
+		case back:
+			dir = " ASC NULLS FIRST, "
+		}
+		s.w(sortExpr(a, i, so) + dir)
+	}
+	if back {
+		s.w(rid + " DESC")
+	} else {
+		s.w(rid + " ASC")
+	}
+	// The limit is an integer of ours, not a value: written into the text
+	// it lets the planner use a bounded sorter, and a bound LIMIT would
+	// make SQLite re-prepare the statement on each run.
+	s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+	return s
+}
+
+// sortWalkSQL is the page of a sortWalk plan: the resources with a value
+// for the first sort key, walked in that order through the sort rows'
+// index (search_sorts_by_lo or _by_hi) and each tested against every
+// clause, then those without one (which sort last both ways), walked in
+// rid order. The two arms are one UNION ALL statement, so they read one
+// snapshot; SQLite runs its arms in turn and the LIMIT ends it as soon as
+// the page is full, so the second arm runs only at the end of the first.
+// A cursor in one region leaves the other whole or out of the page.
+func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
+	sorted := pageArm{from: from, where: where, rid: "s0.rid", cur: cur, sorted: true}
+	null := pageArm{from: from, where: where, rid: "a.rid", cur: cur, null: true}
+	var arms []pageArm
+	switch {
+	case cur == nil:
+		arms = []pageArm{sorted, null}
+	case cur.vals[0] != nil && !cur.back:
+		sorted.keyset = true
+		arms = []pageArm{sorted, null}
+	case cur.vals[0] != nil:
+		sorted.keyset = true
+		arms = []pageArm{sorted}
+	case !cur.back:
+		null.keyset = true
+		arms = []pageArm{null}
+	default:
+		null.keyset = true
+		arms = []pageArm{null, sorted}
+	}
+	if len(arms) == 1 {
+		return pageSQL(q, arms[0])
+	}
+	s := &sqlb{}
+	for i, arm := range arms {
+		if i > 0 {
+			s.w(" UNION ALL ")
+		}
+		s.w("SELECT * FROM (").add(pageSQL(q, arm)).w(")")
+	}
+	return s.w(" LIMIT " + strconv.Itoa(q.Count+1))
 }
 
 // keyset is the condition "the row comes after the cursor" (before it,

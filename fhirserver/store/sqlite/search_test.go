@@ -66,20 +66,7 @@ func TestPrefixEnd(t *testing.T) {
 // TestSearchPlans: the query shapes of the issue start from the selective
 // index lookup and never scan an index table or the resources.
 func TestSearchPlans(t *testing.T) {
-	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
-	defer s.Close()
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range 100 {
-		if err := s.Put(t.Context(), patientWrite(r, i)); err != nil {
-			t.Fatal(err)
-		}
-		for j := range 5 {
-			if err := s.Put(t.Context(), observationWrite(r, i, i*5+j)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	run := &runner{db: s.reader, cache: &s.searchStmts}
+	s, run := planStore(t)
 	plan := func(q *search.Query) (string, any, string) {
 		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
 		p, err := c.choose(q, len(q.Sort) > 0)
@@ -252,9 +239,20 @@ func TestReindex(t *testing.T) {
 // thresholds small enough that the fixture's clauses count as large: the
 // walks of a whole type and the drivers chosen for sorted queries face the
 // suite's expectations too.
+//
+// The sortwalk variant makes every sorted query that can walk its sort
+// rows do so (the plan otherwise only chosen when every clause is large).
 func TestConformanceTinyPlanner(t *testing.T) {
-	for _, tune := range []tuning{{1, 1}, {3, 2}} {
-		t.Run(fmt.Sprintf("%d-%d", tune.estimateLimit, tune.selectiveEnough), func(t *testing.T) {
+	for _, tune := range []tuning{
+		{estimateLimit: 1, selectiveEnough: 1},
+		{estimateLimit: 3, selectiveEnough: 2},
+		{estimateLimit: 2000, selectiveEnough: 64, sortWalk: true},
+	} {
+		name := fmt.Sprintf("%d-%d", tune.estimateLimit, tune.selectiveEnough)
+		if tune.sortWalk {
+			name = "sortwalk"
+		}
+		t.Run(name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) store.Store {
 				s, err := open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"), options{synchronous: defaultSynchronous, tune: &tune})
 				if err != nil {
@@ -264,4 +262,92 @@ func TestConformanceTinyPlanner(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSortWalkPlan: a sorted query whose clauses are all large walks the
+// first sort key's index in order and stops at the page, with or without
+// a cursor, in both directions; a selective clause still drives.
+func TestSortWalkPlan(t *testing.T) {
+	s, run := planStore(t)
+	tune := tuning{estimateLimit: 50, selectiveEnough: 5}
+	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
+	obs := []string{"Observation"}
+	for _, c := range []struct {
+		name string
+		q    *search.Query
+		walk bool
+	}{
+		{"code, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true}}}, true},
+		{"code, date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date"}}}, true},
+		{"no clause, -date, _id", &search.Query{Types: obs, Count: 5, Sort: []search.Sort{{Param: "date", Desc: true}, {Param: "_id"}}}, true},
+		{"code and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code, subject}, Sort: []search.Sort{{Param: "date", Desc: true}}}, false},
+		{"code, _lastUpdated", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "_lastUpdated"}}}, false},
+		{"code, unsorted", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}}, false},
+	} {
+		c1 := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tune}
+		p, err := c1.choose(c.q, len(c.q.Sort) > 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.sortWalk != c.walk {
+			t.Errorf("%s: sortWalk %v, want %v", c.name, p.sortWalk, c.walk)
+		}
+		if !p.sortWalk {
+			continue
+		}
+		from, where, err := c1.fromWhere(c.q, "a", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := "lo"
+		if c.q.Sort[0].Desc {
+			col = "hi"
+		}
+		for _, cur := range []*searchCursor{
+			nil,
+			{maxRid: 600, rid: 300, vals: append([]any{int64(1_500_000_000_000_000)}, make([]any, len(c.q.Sort)-1)...)},
+			{back: true, maxRid: 600, rid: 300, vals: append([]any{int64(1_500_000_000_000_000)}, make([]any, len(c.q.Sort)-1)...)},
+			{back: true, maxRid: 600, rid: 300, vals: make([]any, len(c.q.Sort))},
+		} {
+			sq := sortWalkSQL(c.q, from, where, cur)
+			lines := explain(t, s.reader, sq.String(), sq.args...)
+			pl := strings.Join(lines, "\n")
+			if !strings.Contains(pl, "SEARCH s0 USING COVERING INDEX search_sorts_by_"+col+" (param=? AND type=?") {
+				t.Errorf("%s, cursor %+v: the walk is not of search_sorts_by_%s:\n%s\n%s", c.name, cur, col, sq, pl)
+			}
+			// The walk sorts at most a run of equal first values ("LAST
+			// TERM"). The resources without a first value are walked in rid
+			// order when that is the only key, else sorted by the others.
+			for _, arm := range strings.Split(pl, "UNION ALL") {
+				walk := strings.Contains(arm, "search_sorts_by_")
+				if strings.Contains(arm, "SCAN s0") || (walk || len(c.q.Sort) == 1) && strings.Contains(arm, "USE TEMP B-TREE FOR ORDER BY") {
+					t.Errorf("%s, cursor %+v: plan sorts or scans the whole set:\n%s\n%s", c.name, cur, sq, pl)
+				}
+			}
+			if cur == nil && c.name == "code, -date" {
+				t.Logf("%s\n%s", sq, pl)
+			}
+		}
+	}
+}
+
+// planStore is a store of 100 patients with 5 observations each, and a
+// runner on its readers, for the plan tests.
+func planStore(t *testing.T) (*Store, *runner) {
+	t.Helper()
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	t.Cleanup(func() { s.Close() })
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 100 {
+		if err := s.Put(t.Context(), patientWrite(r, i)); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			if err := s.Put(t.Context(), observationWrite(r, i, i*5+j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return s, &runner{db: s.reader, cache: &s.searchStmts}
 }
