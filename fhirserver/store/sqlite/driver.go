@@ -78,15 +78,7 @@ func dsn(path string, r role, synchronous string) string {
 		// mid-way, and reads go back to the OS for hot interior pages.
 		"cache_size("+strconv.Itoa(cacheKiB[r])+")",
 	)
-	if r == writerRole {
-		// Statement journals (a multi-row INSERT inside a transaction keeps
-		// one to undo itself) stay in memory instead of temporary files:
-		// writing index rows otherwise spent a third of its time in write(2)
-		// calls to a file that is thrown away. Readers keep the default:
-		// a large sort spills to a file rather than exhausting the
-		// connection's WebAssembly memory (which fails as out of memory).
-		pragmas = append(pragmas, "temp_store(MEMORY)")
-	}
+
 	if r == readerRole {
 		pragmas = append(pragmas, "query_only(1)")
 	}

@@ -46,14 +46,10 @@ const (
 	deleteNumbersSQL = `DELETE FROM search_numbers WHERE rid = ?`
 	deleteSortsSQL   = `DELETE FROM search_sorts WHERE rid = ?`
 
-	insertKeysSQL = `INSERT OR IGNORE INTO search_keys (key, type, rid)
-		SELECT value, ?2, ?3 FROM json_each(?1)`
-	insertDatesSQL = `INSERT OR IGNORE INTO search_dates (rid, param, low, high, type)
-		SELECT ?3, value ->> 0, value ->> 1, value ->> 2, ?2 FROM json_each(?1)`
-	insertNumbersSQL = `INSERT OR IGNORE INTO search_numbers (rid, param, low, high, type)
-		SELECT ?3, value ->> 0, value ->> 1, value ->> 2, ?2 FROM json_each(?1)`
-	insertSortsSQL = `INSERT OR IGNORE INTO search_sorts (rid, param, type, lo, hi)
-		SELECT ?3, value ->> 0, ?2, value ->> 1, value ->> 2 FROM json_each(?1)`
+	insertKeysSQL    = `INSERT OR IGNORE INTO search_keys (key, type, rid) VALUES (?1, ?2, ?3)`
+	insertDatesSQL   = `INSERT OR IGNORE INTO search_dates (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
+	insertNumbersSQL = `INSERT OR IGNORE INTO search_numbers (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
+	insertSortsSQL   = `INSERT OR IGNORE INTO search_sorts (rid, param, type, lo, hi) VALUES (?3, ?1, ?2, ?4, ?5)`
 )
 
 // level is the scope of a history query.
@@ -161,7 +157,7 @@ func (q *readQueries) close() error {
 // writeQueries are the statements of the compare-and-swap in Put.
 type writeQueries struct {
 	current, insert, upsert *sql.Stmt
-	// index rows: delete by rid, insert from a JSON array
+	// index rows: delete by rid, insert one row
 	delete [numShapes]*sql.Stmt
 	insRow [numShapes]*sql.Stmt
 }
