@@ -320,3 +320,27 @@ func TestAdminReindex(t *testing.T) {
 		}
 	}
 }
+
+// With --rate the connections send on a schedule instead of as fast as
+// answers come: a fast server gets about the asked rate, never far more.
+func TestAdminLoadRate(t *testing.T) {
+	srv, ca, served, _ := loadTestServer(t)
+	before := served.Load()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"admin", "load", "--url", srv.URL + "/fhir", "--ca", ca,
+		"--connections", "4", "--rate", "50", "--duration", "1s", "--warmup", "0s", "--scenario", "read",
+		"--patients", "5"}, nil, &out, io.Discard)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "50 req/s scheduled") {
+		t.Errorf("output does not say the rate:\n%s", out.String())
+	}
+	// 50 req/s for 1 s: a closed loop against this server sends hundreds.
+	if n := served.Load() - before; n < 1 || n > 80 {
+		t.Errorf("server saw %d requests at --rate 50 for 1s\n%s", n, out.String())
+	}
+	if err := run(context.Background(), []string{"admin", "load", "--rate", "-1", "--patients", "5"}, nil, io.Discard, io.Discard); err == nil {
+		t.Error("a negative rate was accepted")
+	}
+}

@@ -33,6 +33,7 @@ type loadConfig struct {
 	CA            string
 	Insecure      bool
 	Connections   int
+	Rate          float64 // requests per second over all connections; 0: closed loop
 	Duration      time.Duration
 	Warmup        time.Duration
 	Timeout       time.Duration
@@ -52,6 +53,7 @@ func parseLoadConfig(args []string, stderr io.Writer) (loadConfig, error) {
 	fs.StringVar(&c.CA, "ca", "", "PEM file of the certificate(s) to trust, e.g. <data>/tls/cert.pem")
 	fs.BoolVar(&c.Insecure, "insecure", false, "do not verify the server's certificate")
 	fs.IntVar(&c.Connections, "connections", 16, "connections, each with one request in flight (closed loop)")
+	fs.Float64Var(&c.Rate, "rate", 0, "requests per second over all connections, each on a fixed schedule (latency counts from the scheduled time, so a server that falls behind shows it); 0: closed loop, as fast as answers come")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "measured run time")
 	fs.DurationVar(&c.Warmup, "warmup", time.Second, "unmeasured run time first (connections, caches)")
 	fs.DurationVar(&c.Timeout, "timeout", 10*time.Second, "per-request timeout")
@@ -74,6 +76,8 @@ func parseLoadConfig(args []string, stderr io.Writer) (loadConfig, error) {
 		return c, errors.New("--observations-per-patient must not be negative")
 	case c.Connections <= 0 || c.Connections > 1024:
 		return c, errors.New("--connections must be in [1, 1024]")
+	case c.Rate < 0:
+		return c, errors.New("--rate must not be negative")
 	case c.Duration <= 0 || c.Warmup < 0 || c.Timeout <= 0:
 		return c, errors.New("--duration and --timeout must be positive, --warmup not negative")
 	case !slices.Contains(loadScenarios, c.Scenario):
@@ -134,8 +138,12 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		tlsConf.RootCAs = pool
 	}
 
-	fmt.Fprintf(stdout, "load: %s, %d connections (%s), %s after %s warm-up, %s\n",
-		c.Scenario, c.Connections, c.Proto, c.Duration, c.Warmup, c.URL)
+	pace := "closed loop"
+	if c.Rate > 0 {
+		pace = strconv.FormatFloat(c.Rate, 'f', -1, 64) + " req/s scheduled"
+	}
+	fmt.Fprintf(stdout, "load: %s, %d connections (%s, %s), %s after %s warm-up, %s\n",
+		c.Scenario, c.Connections, c.Proto, pace, c.Duration, c.Warmup, c.URL)
 	start := time.Now()
 	measureFrom := start.Add(c.Warmup)
 	ctx, cancel := context.WithDeadline(ctx, measureFrom.Add(c.Duration))
@@ -242,6 +250,15 @@ func loadWorker(ctx context.Context, c loadConfig, tlsConf *tls.Config, id uint6
 	r := rand.New(rand.NewPCG(c.Seed, id))
 	var body bytes.Buffer
 	fullURL := []byte(`"fullUrl"`)
+	// With --rate each connection sends on its own fixed schedule,
+	// staggered against the others; a request's latency runs from its
+	// scheduled time, so waiting for a late answer is not hidden.
+	var interval time.Duration
+	var next time.Time
+	if c.Rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(c.Connections) / c.Rate)
+		next = time.Now().Add(time.Duration(id) * interval / time.Duration(c.Connections))
+	}
 	for ctx.Err() == nil {
 		target := c.URL + loadPath(c, r)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
@@ -251,6 +268,14 @@ func loadWorker(ctx context.Context, c loadConfig, tlsConf *tls.Config, id uint6
 		}
 		req.Header.Set("Accept", "application/fhir+json")
 		t0 := time.Now()
+		if interval > 0 {
+			select {
+			case <-time.After(time.Until(next)):
+			case <-ctx.Done():
+				return
+			}
+			t0, next = next, next.Add(interval)
+		}
 		resp, err := client.Do(req)
 		status := 0
 		body.Reset()
