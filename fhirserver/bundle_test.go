@@ -637,3 +637,20 @@ func TestBatchInvalidResourceFailsOnlyItsEntry(t *testing.T) {
 		t.Errorf("statuses %q, %q; want 400 and 201", status(0), status(1))
 	}
 }
+
+// Operations that write in steps of their own cannot run inside a
+// transaction (they would wait for its writer): the entry is refused at
+// once, and the transaction with it. A history entry reads through the
+// transaction and sees what earlier entries wrote.
+func TestTransactionEntriesThatCannotJoin(t *testing.T) {
+	h := newHarness(t)
+	r := h.do("POST", "", []byte(`{"resourceType":"Bundle","type":"transaction","entry":[`+
+		`{"resource":{"resourceType":"Parameters","id":"x"},"request":{"method":"POST","url":"Patient/$reindex"}}]}`))
+	expectOutcome(t, r, http.StatusBadRequest, "$reindex")
+	r = h.do("POST", "", []byte(`{"resourceType":"Bundle","type":"transaction","entry":[`+
+		`{"resource":{"resourceType":"Patient","id":"hx"},"request":{"method":"PUT","url":"Patient/hx"}},`+
+		`{"request":{"method":"GET","url":"Patient/hx/_history"}}]}`))
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"type":"history"`) || !strings.Contains(string(r.body), `Patient/hx/_history/1`) {
+		t.Errorf("history inside a transaction: %d %s", r.status, r.body)
+	}
+}

@@ -27,13 +27,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	page, err := s.store.History(r.Context(), q)
+	page, err := s.db(r.Context()).History(r.Context(), q)
 	if err != nil {
 		return err
 	}
 	if c.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
-		if _, err := s.store.Read(r.Context(), c.typ, c.id); err != nil {
+		if _, err := s.db(r.Context()).Read(r.Context(), c.typ, c.id); err != nil {
 			return s.notFound(err, c)
 		}
 	}

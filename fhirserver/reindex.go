@@ -69,6 +69,11 @@ func (s *Server) reindexOp(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err := s.authorize(r.Context(), Access{Interaction: Operation, Operation: "$reindex", Type: c.typ}); err != nil {
 		return err
 	}
+	if _, inTx := txFrom(r.Context()); inTx {
+		// It writes in steps of its own, which would wait for the
+		// transaction's writer until the request times out.
+		return outcome.New(http.StatusBadRequest, "not-supported", "$reindex cannot be an entry of a transaction Bundle")
+	}
 	var types []string
 	if c.typ != "" {
 		types = []string{c.typ}
