@@ -107,8 +107,7 @@ func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
 	default:
 		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": unknown request method "+quote(m), at+".method")
 	}
-	u := strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL)
-	u = strings.TrimPrefix(u, "/")
+	u := s.entryURL(e)
 	if u == "" && m != http.MethodGet {
 		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+" has no request url", at+".url")
 	}
@@ -119,6 +118,12 @@ func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
 		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+": a "+m+" entry needs a resource", "Bundle.entry["+strconv.Itoa(i)+"].resource")
 	}
 	return m, u, nil
+}
+
+// entryURL is an entry's request url relative to the base, without a
+// leading slash ("Patient/1", "Patient?identifier=…").
+func (s *Server) entryURL(e *entryIn) string {
+	return strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL), "/")
 }
 
 // dispatch runs one entry through the router and records the answer.

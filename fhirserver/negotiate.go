@@ -120,21 +120,35 @@ const (
 )
 
 func preferReturn(r *http.Request) returnPref {
-	for _, h := range r.Header.Values("Prefer") {
-		for _, p := range strings.Split(h, ",") {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.TrimSpace(k) != "return" {
-				continue
-			}
-			switch strings.Trim(strings.TrimSpace(v), `"`) {
-			case "minimal":
-				return returnMinimal
-			case "OperationOutcome":
-				return returnOutcome
-			}
+	for _, v := range preferValues(r, "return") {
+		switch v {
+		case "minimal":
+			return returnMinimal
+		case "OperationOutcome":
+			return returnOutcome
 		}
 	}
 	return returnRepresentation
+}
+
+// preferStrict reports Prefer: handling=strict.
+func preferStrict(r *http.Request) bool {
+	return slices.Contains(preferValues(r, "handling"), "strict")
+}
+
+// preferValues lists the values the Prefer headers give key, in order
+// (RFC 7240: comma-separated key=value, values optionally quoted).
+func preferValues(r *http.Request, key string) []string {
+	var out []string
+	for _, h := range r.Header.Values("Prefer") {
+		for _, p := range strings.Split(h, ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+			if strings.TrimSpace(k) == key {
+				out = append(out, strings.Trim(strings.TrimSpace(v), `"`))
+			}
+		}
+	}
+	return out
 }
 
 // etag renders a version as a weak ETag.

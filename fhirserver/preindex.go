@@ -127,7 +127,7 @@ func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies 
 			continue
 		}
 		bodies[i] = body
-		typ, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, rw.s.cfg.BaseURL), "/"), "/")
+		typ, _, _ := strings.Cut(rw.s.entryURL(e), "/")
 		typ, _, _ = strings.Cut(typ, "?")
 		jobs = append(jobs, preindexJob{typ: typ, id: id, body: body})
 	}

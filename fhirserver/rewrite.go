@@ -65,8 +65,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			}
 			seenURL[e.FullURL] = i
 		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, rw.s.cfg.BaseURL), "/")
-		path, query, _ := strings.Cut(rel, "?")
+		path, query, _ := strings.Cut(rw.s.entryURL(e), "?")
 		typ, id, _ := strings.Cut(path, "/")
 		if !profiles.IsResourceType(typ) {
 			continue // the entry fails with a clear error when processed
