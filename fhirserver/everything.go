@@ -4,11 +4,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -49,11 +47,9 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	}
 	q := &search.Query{Types: types, Count: s.cfg.DefaultCount}
 	if v := params.Get("_count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return outcome.New(http.StatusBadRequest, "invalid", "_count must be a non-negative integer; got "+quote(v))
+		if q.Count, err = s.pageCount(v, 0); err != nil {
+			return err
 		}
-		q.Count = min(n, s.cfg.MaxCount)
 		applied.Set("_count", v)
 	}
 	var members []search.Match
@@ -62,12 +58,12 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	}
 	q.Where = append(q.Where, search.Clause{Param: "_compartment", Any: members})
 	if v := params.Get("_since"); v != "" {
-		t, err := fhirtime.Parse(v)
+		t, err := parseSince(v)
 		if err != nil {
-			return outcome.New(http.StatusBadRequest, "invalid", "_since must be an instant such as 2024-01-31T12:00:00Z: "+err.Error())
+			return err
 		}
 		// Changed at or after the instant: the stored range starts there.
-		since := t.Low.UnixMicro()
+		since := t.UnixMicro()
 		q.Where = append(q.Where, search.Clause{Param: "_since", Any: []search.Match{
 			{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpSa, Low: since, High: since}}})
 		applied.Set("_since", v)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -43,19 +44,16 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 
 func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, error) {
 	q := store.HistoryQuery{Type: c.typ, ID: c.id, Count: s.cfg.DefaultCount, MaxBytes: pageBytes, Cursor: params.Get(cursorParam)}
+	var err error
 	if v := params.Get("_count"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return q, outcome.New(http.StatusBadRequest, "invalid", "_count must be a positive integer; got "+quote(v))
+		if q.Count, err = s.pageCount(v, 1); err != nil {
+			return q, err
 		}
-		q.Count = min(n, s.cfg.MaxCount)
 	}
 	if v := params.Get("_since"); v != "" {
-		t, err := fhirtime.Parse(v)
-		if err != nil {
-			return q, outcome.New(http.StatusBadRequest, "invalid", "_since must be an instant such as 2024-01-31T12:00:00Z: "+err.Error())
+		if q.Since, err = parseSince(v); err != nil {
+			return q, err
 		}
-		q.Since = t.Low
 	}
 	if v := params.Get("_at"); v != "" {
 		t, err := fhirtime.Parse(v)
@@ -162,4 +160,22 @@ func writeJSONString(b *bytes.Buffer, s string) {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)       // a string always encodes
 	b.Truncate(b.Len() - 1) // Encode ends with a newline
+}
+
+// pageCount reads a _count of at least least, clamped to the maximum.
+func (s *Server) pageCount(v string, least int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		return 0, outcome.New(http.StatusBadRequest, "invalid", "_count must be an integer of at least "+strconv.Itoa(least)+"; got "+quote(v))
+	}
+	return min(n, s.cfg.MaxCount), nil
+}
+
+// parseSince reads _since: the start of the instant (or date) given.
+func parseSince(v string) (time.Time, error) {
+	t, err := fhirtime.Parse(v)
+	if err != nil {
+		return time.Time{}, outcome.New(http.StatusBadRequest, "invalid", "_since must be an instant such as 2024-01-31T12:00:00Z: "+err.Error())
+	}
+	return t.Low, nil
 }
