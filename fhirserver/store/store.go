@@ -14,6 +14,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -188,4 +189,27 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store; in-flight calls should be finished first.
 	Close() error
+}
+
+// Check rejects writes no backend can store faithfully. These are caller
+// bugs, not conflicts, so the error matches none of the sentinels above.
+func (w Write) Check() error {
+	var why string
+	switch {
+	case w.Type == "" || w.ID == "":
+		why = "type and id are required"
+	case w.Version < 1:
+		why = "version must be >= 1"
+	case w.LastUpdated.IsZero():
+		why = "LastUpdated is required"
+	case w.LastUpdated.Year() < 1 || w.LastUpdated.Year() > 9999:
+		why = fmt.Sprintf("LastUpdated %v out of range", w.LastUpdated)
+	case w.Deleted && len(w.Body) != 0:
+		why = "a tombstone has no body"
+	case !w.Deleted && len(w.Body) == 0:
+		why = "body is required"
+	default:
+		return nil
+	}
+	return fmt.Errorf("invalid write of %s/%s version %d: %s", w.Type, w.ID, w.Version, why)
 }

@@ -3,11 +3,9 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
-	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // Bounds of _include and _revinclude: rounds of :iterate after the first,
@@ -77,21 +75,6 @@ func includes(ctx context.Context, r *runner, q *search.Query, rids []int64, mat
 	return out, nil
 }
 
-// refKey parses a reference key "param\x1fType/id" into its parts; ok is
-// false for keys that are not literal references to a resource type (a
-// string, a token, a versioned or absolute reference, a modifier form).
-func refKey(key string) (param, typ, id string, ok bool) {
-	param, val, found := strings.Cut(key, "\x1f")
-	if !found || strings.Contains(param, ":") {
-		return "", "", "", false
-	}
-	typ, id, found = strings.Cut(val, "/")
-	if !found || id == "" || strings.Contains(id, "/") || !profiles.IsResourceType(typ) {
-		return "", "", "", false
-	}
-	return param, typ, id, true
-}
-
 // includeKeysSQL reads the keys of the frontier by rid. INDEXED BY, since
 // with a "param\x1f" range added the planner may prefer that range of the
 // primary key: every key of the parameter in the store.
@@ -132,7 +115,7 @@ func forwardInclude(ctx context.Context, r *runner, inc search.Include, frontier
 		if err := rows.Scan(&key); err != nil {
 			return nil, err
 		}
-		param, typ, id, ok := refKey(key)
+		param, typ, id, ok := search.RefKey(key)
 		if !ok || inc.Param != "*" && param != inc.Param || inc.Target != "" && typ != inc.Target {
 			continue
 		}

@@ -181,8 +181,8 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) (*store.Histo
 
 // Put applies w in its own IMMEDIATE transaction.
 func (s *Store) Put(ctx context.Context, w store.Write) error {
-	if err := validate(w); err != nil {
-		return err
+	if err := w.Check(); err != nil {
+		return fmt.Errorf("sqlite store: put: %w", err)
 	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
@@ -305,8 +305,8 @@ func (t *tx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryP
 }
 
 func (t *tx) Put(ctx context.Context, w store.Write) error {
-	if err := validate(w); err != nil {
-		return err
+	if err := w.Check(); err != nil {
+		return fmt.Errorf("sqlite store: put: %w", err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -343,29 +343,6 @@ func vread(ctx context.Context, st *sql.Stmt, typ, id string, version int64) (*s
 	return v, nil
 }
 
-// validate rejects writes the schema could not store faithfully. These are
-// caller bugs, not conflicts, so they match none of the store sentinels.
-func validate(w store.Write) error {
-	var why string
-	switch {
-	case w.Type == "" || w.ID == "":
-		why = "type and id are required"
-	case w.Version < 1:
-		why = "version must be >= 1"
-	case w.LastUpdated.IsZero():
-		why = "LastUpdated is required"
-	case w.LastUpdated.Year() < 1 || w.LastUpdated.Year() > 9999:
-		why = fmt.Sprintf("LastUpdated %v out of range", w.LastUpdated)
-	case w.Deleted && len(w.Body) != 0:
-		why = "a tombstone has no body"
-	case !w.Deleted && len(w.Body) == 0:
-		why = "body is required"
-	default:
-		return nil
-	}
-	return fmt.Errorf("sqlite store: put %s: invalid write: %s", writeRef(w), why)
-}
-
 // micros is the stored form of a timestamp: unix microseconds, rounded down.
 // FHIR instants carry at most that precision in practice (the body keeps the
 // exact text); LastUpdated comes back truncated to the microsecond.
@@ -384,7 +361,7 @@ func microsCeil(t time.Time) int64 {
 }
 
 // Bounds used when a history filter is absent; no stored timestamp reaches
-// them (validate keeps years within 1..9999).
+// them (Write.Check keeps years within 1..9999).
 const (
 	minMicros = math.MinInt64
 	maxMicros = math.MaxInt64

@@ -16,7 +16,6 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
-	"github.com/kiln-fhir/kiln/profiles"
 )
 
 func cloneRows(r *search.Rows) *search.Rows {
@@ -88,9 +87,9 @@ func (e *memEval) positive(r *memRes, m *search.Match) bool {
 			return strings.HasPrefix(k, m.Prefix) && strings.Contains(k[len(m.Prefix):], m.Contains)
 		})
 	case search.OpDate:
-		return slices.ContainsFunc(r.rows.Dates, func(d search.DateRow) bool { return d.Param == m.Param && dateCmp(d, m) })
+		return slices.ContainsFunc(r.rows.Dates, func(d search.DateRow) bool { return d.Param == m.Param && search.DateMatches(d, m) })
 	case search.OpNumber:
-		return slices.ContainsFunc(r.rows.Numbers, func(n search.NumberRow) bool { return n.Param == m.Param && numCmp(n, m) })
+		return slices.ContainsFunc(r.rows.Numbers, func(n search.NumberRow) bool { return n.Param == m.Param && search.NumberMatches(n, m) })
 	case search.OpMissing:
 		has := slices.ContainsFunc(r.rows.Sorts, func(s search.SortRow) bool { return s.Param == m.Param })
 		return has != m.Missing
@@ -110,62 +109,6 @@ func (e *memEval) positive(r *memRes, m *search.Match) bool {
 			}
 		}
 		return false
-	}
-	return false
-}
-
-// dateCmp is query.go's table on [lo, hi) and [qlo, qhi).
-func dateCmp(d search.DateRow, m *search.Match) bool {
-	lo, hi, qlo, qhi := d.Low, d.High, m.Low, m.High
-	eq := lo >= qlo && hi <= qhi
-	switch m.Cmp {
-	case search.CmpEq:
-		return eq
-	case search.CmpNe:
-		return !eq
-	case search.CmpGt:
-		return hi > qhi
-	case search.CmpLt:
-		return lo < qlo
-	case search.CmpGe:
-		return hi > qhi || eq
-	case search.CmpLe:
-		return lo < qlo || eq
-	case search.CmpSa:
-		return lo >= qhi
-	case search.CmpEb:
-		return hi <= qlo
-	case search.CmpAp:
-		d := int64(m.Approx)
-		return lo < qhi+d && hi > qlo-d
-	}
-	return false
-}
-
-// numCmp: stored [lo, hi] inclusive; eq/ne/ap against [NumLow, NumHigh)
-// (inclusive when NumLow == NumHigh), the rest against the value NumLow.
-func numCmp(n search.NumberRow, m *search.Match) bool {
-	lo, hi, v, qlo, qhi := n.Low, n.High, m.NumLow, m.NumLow, m.NumHigh
-	eq := lo >= qlo && (hi < qhi || qlo == qhi && hi <= qhi)
-	switch m.Cmp {
-	case search.CmpEq:
-		return eq
-	case search.CmpNe:
-		return !eq
-	case search.CmpGt:
-		return hi > v
-	case search.CmpLt:
-		return lo < v
-	case search.CmpGe:
-		return hi >= v
-	case search.CmpLe:
-		return lo <= v
-	case search.CmpSa:
-		return lo > v
-	case search.CmpEb:
-		return hi < v
-	case search.CmpAp:
-		return lo <= qhi+m.Approx && hi >= qlo-m.Approx
 	}
 	return false
 }
@@ -439,10 +382,8 @@ func (e *memEval) includes(q *search.Query, frontier []*memRes) []*store.Version
 					continue
 				}
 				for _, k := range f.rows.Keys {
-					param, val, _ := strings.Cut(k, "\x1f")
-					typ, id, ok := strings.Cut(val, "/")
-					if !ok || strings.Contains(param, ":") || strings.Contains(id, "/") || !profiles.IsResourceType(typ) ||
-						inc.Param != "*" && param != inc.Param || inc.Target != "" && typ != inc.Target {
+					param, typ, id, ok := search.RefKey(k)
+					if !ok || inc.Param != "*" && param != inc.Param || inc.Target != "" && typ != inc.Target {
 						continue
 					}
 					for _, o := range e.all {

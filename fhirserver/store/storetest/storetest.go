@@ -33,6 +33,21 @@ import (
 // close it: the suite closes every store it opens, exactly once.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
+	RunWith(t, open, Options{})
+}
+
+// Options adapt the suite to a backend that cannot show some behaviour
+// (a wire-compatible stand-in for the production server, say).
+type Options struct {
+	// NotRun maps "Group/Test" to why the backend cannot run it. Those
+	// tests are skipped with that reason, and NotRun reports them, so
+	// that nothing is left out silently.
+	NotRun map[string]string
+}
+
+// RunWith is Run with options.
+func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
+	t.Helper()
 	groups := []struct {
 		name  string
 		tests []test
@@ -48,6 +63,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
+					if why, ok := o.NotRun[g.name+"/"+tc.name]; ok {
+						t.Skipf("not run on this backend: %s", why)
+					}
 					tc.run(t, newHandle(t, open))
 				})
 			}

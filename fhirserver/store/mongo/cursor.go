@@ -1,0 +1,61 @@
+package mongo
+
+import (
+	"encoding/base64"
+	"fmt"
+	"hash/fnv"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// maxCursorLen bounds what decodeCursor reads: a cursor holds a few sort
+// values and numbers, never kilobytes.
+const maxCursorLen = 4096
+
+// encodeCursor is base64url of the BSON of v (a historyCursor or a
+// searchCursor). The FHIR layer seals it against tampering; the query hash
+// inside rejects a cursor replayed on another query.
+func encodeCursor(v any) string {
+	b, err := bson.Marshal(v)
+	if err != nil {
+		// Cursor fields are numbers, strings and sort values read back
+		// from documents: always marshalable.
+		panic(fmt.Sprintf("mongo store: encode cursor: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor parses s into v; anything encodeCursor could not have
+// produced is store.ErrBadCursor.
+func decodeCursor(s string, v any) error {
+	bad := func(why string) error {
+		return fmt.Errorf("mongo store: cursor %.40q: %s: %w", s, why, store.ErrBadCursor)
+	}
+	if len(s) > maxCursorLen {
+		return bad("too long")
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return bad("not base64url")
+	}
+	if err := bson.Unmarshal(b, v); err != nil {
+		return bad("not a cursor")
+	}
+	return nil
+}
+
+// hashOf is the hash a cursor carries of the query it was issued for.
+func hashOf(parts ...any) uint32 {
+	h := fnv.New32a()
+	for _, p := range parts {
+		b, err := bson.Marshal(bson.D{{Key: "v", Value: p}})
+		if err != nil {
+			fmt.Fprintf(h, "%v", p)
+			continue
+		}
+		h.Write(b)
+	}
+	return h.Sum32()
+}

@@ -1,0 +1,311 @@
+// Package mongo is Kiln's production store: store.Store on MongoDB.
+//
+// Document model (DESIGN.md "The store"):
+//
+//   - resources: one document per resource, holding its current version
+//     (the served JSON bytes, as a binary) and its index rows in a few
+//     typed fields: k (equality keys, multikey strings), p (the parameters
+//     present), d and n (date and number ranges, {p, lo, hi} arrays) and
+//     s (sort values per parameter). One compound index per shape, never
+//     one per search parameter.
+//   - history: one document per version, append-only but for the
+//     successor's time, which answers the _at query without a join.
+//   - guards: short-lived locks on conditional-create criteria.
+//
+// Writes are compare-and-swap on the version number (a filter on the
+// expected version). Where the deployment has multi-document transactions
+// (a replica set or a sharded cluster), a write's resource and history
+// documents land in one transaction, and so does a transaction Bundle; a
+// standalone server answers Transact with store.ErrTransactionsUnsupported.
+package mongo
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// Config selects a deployment and a database.
+type Config struct {
+	// URI is a MongoDB connection string (mongodb:// or mongodb+srv://).
+	URI string
+	// Database is the database of this store (one per partition).
+	Database string
+	// WriteConcern is "majority" (the default when empty) or a number of
+	// acknowledging members ("1").
+	WriteConcern string
+}
+
+// Store is the MongoDB backend. It is safe for concurrent use.
+type Store struct {
+	client    *mongo.Client
+	db        *mongo.Database
+	resources *mongo.Collection
+	history   *mongo.Collection
+	guards    *mongo.Collection
+	settings  *mongo.Collection
+	server    Server
+	clock     clock
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Server is what Open learned about the deployment.
+type Server struct {
+	Version string
+	// Transactions: the deployment runs multi-document transactions.
+	Transactions bool
+	// FerretDB: the server is FerretDB, a MongoDB-wire front end that lacks
+	// $elemMatch on fields, among others. Range matches then use a looser
+	// filter and the store checks the candidates in Go.
+	FerretDB bool
+}
+
+// Open connects, learns what the deployment offers and creates the
+// indexes (idempotently: creating an existing index is a no-op).
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.URI == "" || cfg.Database == "" {
+		return nil, errors.New("mongo store: a URI and a database name are required")
+	}
+	wc := writeconcern.Majority()
+	switch cfg.WriteConcern {
+	case "", "majority":
+	default:
+		var n int
+		if _, err := fmt.Sscanf(cfg.WriteConcern, "%d", &n); err != nil || n < 1 || fmt.Sprint(n) != cfg.WriteConcern {
+			return nil, fmt.Errorf("mongo store: write concern %q: want \"majority\" or a number >= 1", cfg.WriteConcern)
+		}
+		wc = &writeconcern.WriteConcern{W: n}
+	}
+	opts := options.Client().ApplyURI(cfg.URI).SetWriteConcern(wc).
+		SetReadConcern(readconcern.Majority()).SetAppName("kiln")
+	if opts.ServerSelectionTimeout == nil {
+		opts.SetServerSelectionTimeout(10 * time.Second)
+	}
+	client, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("mongo store: connect: %w", err)
+	}
+	s := &Store{client: client, db: client.Database(cfg.Database), clock: newClock()}
+	s.resources = s.db.Collection("resources")
+	s.history = s.db.Collection("history")
+	s.guards = s.db.Collection("guards")
+	s.settings = s.db.Collection("settings")
+	if err := s.inspect(ctx); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	if err := s.ensureIndexes(ctx); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return s, nil
+}
+
+// Server reports what the deployment offers.
+func (s *Store) Server() Server { return s.server }
+
+// inspect reads buildInfo and hello: FerretDB names itself in buildInfo;
+// a replica set member reports setName, a mongos "isdbgrid".
+func (s *Store) inspect(ctx context.Context) error {
+	var info struct {
+		Version  string `bson:"version"`
+		FerretDB string `bson:"ferretdbVersion"`
+	}
+	admin := s.client.Database("admin")
+	if err := admin.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
+		return fmt.Errorf("mongo store: buildInfo: %w", err)
+	}
+	var hello struct {
+		SetName string `bson:"setName"`
+		Msg     string `bson:"msg"`
+	}
+	if err := admin.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
+		return fmt.Errorf("mongo store: hello: %w", err)
+	}
+	s.server = Server{
+		Version:      info.Version,
+		FerretDB:     info.FerretDB != "",
+		Transactions: hello.SetName != "" || hello.Msg == "isdbgrid",
+	}
+	if s.server.FerretDB {
+		s.server.Transactions = false
+	}
+	return nil
+}
+
+// ensureIndexes creates one index per row shape, and those of reads and
+// history. Names are fixed so that a changed definition fails loudly
+// instead of adding a second index.
+func (s *Store) ensureIndexes(ctx context.Context) error {
+	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
+		d := bson.D{}
+		for _, k := range keys {
+			dir := 1
+			if strings.HasPrefix(k, "-") {
+				k, dir = k[1:], -1
+			}
+			d = append(d, bson.E{Key: k, Value: dir})
+		}
+		o := options.Index().SetName(name)
+		if unique {
+			o.SetUnique(true)
+		}
+		return mongo.IndexModel{Keys: d, Options: o}
+	}
+	sets := []struct {
+		c      *mongo.Collection
+		models []mongo.IndexModel
+	}{
+		{s.resources, []mongo.IndexModel{
+			idx("keys", false, "k", "t"),
+			idx("present", false, "p", "t"),
+			idx("dates_low", false, "d.p", "d.lo", "d.hi"),
+			idx("dates_high", false, "d.p", "d.hi"),
+			idx("numbers_low", false, "n.p", "n.lo", "n.hi"),
+			idx("numbers_high", false, "n.p", "n.hi"),
+			idx("type_order", false, "t", "del", "r"),
+			idx("type_id", false, "t", "id"),
+			idx("type_updated", false, "t", "lu"),
+		}},
+		{s.history, []mongo.IndexModel{
+			idx("version", true, "t", "id", "v"),
+			idx("system_time", false, "-lu", "-_id"),
+			idx("type_time", false, "t", "-lu", "-_id"),
+			idx("instance_time", false, "t", "id", "-lu", "-_id"),
+		}},
+	}
+	for _, set := range sets {
+		if _, err := set.c.Indexes().CreateMany(ctx, set.models); err != nil {
+			return fmt.Errorf("mongo store: create indexes of %s: %w", set.c.Name(), err)
+		}
+	}
+	return nil
+}
+
+// Close disconnects; idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.client.Disconnect(ctx); err != nil {
+			s.closeErr = fmt.Errorf("mongo store: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// Ping asks the primary (readiness).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Ping(ctx, nil); err != nil {
+		return wrapErr(ctx, "ping", err)
+	}
+	return nil
+}
+
+// Secret returns the random secret stored under name, creating it on
+// first use: instances sharing the database share it (e.g. the key that
+// seals page cursors, so that any instance accepts any instance's links).
+func (s *Store) Secret(ctx context.Context, name string, size int) ([]byte, error) {
+	var doc struct {
+		Value []byte `bson:"value"`
+	}
+	err := s.settings.FindOne(ctx, bson.D{{Key: "_id", Value: "secret:" + name}}).Decode(&doc)
+	if err == nil && len(doc.Value) == size {
+		return doc.Value, nil
+	}
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, wrapErr(ctx, "read secret", err)
+	}
+	fresh := make([]byte, size)
+	if _, err := crand.Read(fresh); err != nil {
+		return nil, fmt.Errorf("mongo store: secret: %w", err)
+	}
+	_, err = s.settings.InsertOne(ctx, bson.D{{Key: "_id", Value: "secret:" + name}, {Key: "value", Value: fresh}})
+	if mongo.IsDuplicateKeyError(err) {
+		// Another instance won the race: use its secret.
+		if err := s.settings.FindOne(ctx, bson.D{{Key: "_id", Value: "secret:" + name}}).Decode(&doc); err != nil {
+			return nil, wrapErr(ctx, "read secret", err)
+		}
+		return doc.Value, nil
+	}
+	if err != nil {
+		return nil, wrapErr(ctx, "store secret", err)
+	}
+	return fresh, nil
+}
+
+// clock issues int64 sequence numbers: microseconds since the epoch in the
+// high bits, an instance tag in the low 8, strictly increasing within the
+// process. They order history (the tie-break of equal times, and the
+// snapshot of a paged history) and creation (the default search order).
+type clock struct {
+	last atomic.Int64
+	tag  int64
+}
+
+func newClock() clock { return clock{tag: rand.Int64N(256)} }
+
+func (c *clock) next() int64 {
+	for {
+		last := c.last.Load()
+		n := time.Now().UnixMicro()<<8 | c.tag
+		if n <= last {
+			n = last + 256
+		}
+		if c.last.CompareAndSwap(last, n) {
+			return n
+		}
+	}
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// microsCeil rounds t up to a whole microsecond.
+func microsCeil(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
+}
+
+// wrapErr names the step; a cancelled context is reported as such, and a
+// write conflict inside a transaction as store.ErrConflict.
+func wrapErr(ctx context.Context, step string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("mongo store: %s: %w", step, ctxErr)
+	}
+	if isWriteConflict(err) {
+		return fmt.Errorf("mongo store: %s: %w (%v)", step, store.ErrConflict, err)
+	}
+	return fmt.Errorf("mongo store: %s: %w", step, err)
+}
+
+// isWriteConflict: MongoDB's WriteConflict (112), or an error labelled as
+// a transient transaction error (the transaction lost a race).
+func isWriteConflict(err error) bool {
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		return se.HasErrorCode(112) || se.HasErrorLabel("TransientTransactionError")
+	}
+	return false
+}
