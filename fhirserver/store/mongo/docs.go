@@ -22,7 +22,7 @@ type resDoc struct {
 	Body    []byte `bson:"body,omitempty"`
 	// R orders resources by creation (clock.next at version 1): the
 	// default search order and the last sort key of every other.
-	R int64 `bson:"r"`
+	R           int64 `bson:"r"`
 	IndexFields `bson:",inline"`
 }
 

@@ -386,4 +386,3 @@ func (s *Store) collect(ctx context.Context, q *search.Query, keys bool, limit i
 	})
 	return out, err
 }
-
