@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
 )
 
 // denyType refuses every interaction on one resource type.
@@ -30,7 +31,11 @@ func TestSearchAuthorization(t *testing.T) {
 	tx := `{"resourceType":"Bundle","type":"transaction","entry":[
 		{"fullUrl":"urn:uuid:00000000-0000-4000-8000-000000000001","resource":{"resourceType":"Organization","name":"Acme"},"request":{"method":"POST","url":"Organization"}},
 		{"resource":{"resourceType":"Patient","managingOrganization":{"reference":"urn:uuid:00000000-0000-4000-8000-000000000001"}},"request":{"method":"POST","url":"Patient"}}]}`
-	expectOutcome(t, h.do("POST", "", []byte(tx)), http.StatusForbidden, "Organization")
+	if hasTransactions(t, h) {
+		expectOutcome(t, h.do("POST", "", []byte(tx)), http.StatusForbidden, "Organization")
+	} else {
+		mongotest.NotRun("HTTP "+t.Name()+" (the transaction part)", "the store has no multi-document transactions (FerretDB)")
+	}
 
 	// The Organization exists, written behind the API's back.
 	if err := h.store.Put(t.Context(), store.Write{Type: "Organization", ID: "o1", Version: 1, LastUpdated: time.Now().UTC(),

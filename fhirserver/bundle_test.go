@@ -176,6 +176,7 @@ func TestBatchEntriesAreIndependent(t *testing.T) {
 
 func TestTransactionIsAllOrNothing(t *testing.T) {
 	seed := func(t *testing.T, h *harness) {
+		needsTransactions(t, h)
 		for _, id := range []string{"tx-seed-1", "tx-seed-2"} {
 			if r := h.do("PUT", "/Patient/"+id, withID(patientWith(id, "Seed"), id)); r.status != http.StatusCreated {
 				t.Fatalf("seed %s: %d %s", id, r.status, r.body)
@@ -232,6 +233,7 @@ func TestTransactionIsAllOrNothing(t *testing.T) {
 
 func TestTransactionProcessingOrder(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	old := h.create(t, "Patient", patientWith("order-old", "Old"))
 	res := responseEntries(t, h.do("POST", "", fixture(t, "bundles/transaction-order.json")), "transaction-response")
 	// The response follows the order of the request entries.
@@ -273,6 +275,7 @@ func TestTransactionProcessingOrder(t *testing.T) {
 
 func TestTransactionResolvesReferences(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	for _, s := range []struct{ path, body string }{
 		{"/Practitioner/prac-cond-seed", `{"resourceType":"Practitioner","id":"prac-cond-seed","identifier":[{"system":"urn:kiln:test","value":"prac-cond"}],"name":[{"family":"Conditional"}]}`},
 		{"/Patient/existing-seed", string(withID(patientWith("existing-1", "Existing"), "existing-seed"))},
@@ -368,6 +371,7 @@ func observationOf(subject string) []byte {
 // fails the transaction.
 func TestTransactionConditionalReferenceMustMatchOne(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	h.create(t, "Patient", patientWith("ref-dup", "A"))
 	h.create(t, "Patient", patientWith("ref-dup", "B"))
 	for _, ref := range []string{"Patient?identifier=urn:kiln:test|ref-none", "Patient?identifier=urn:kiln:test|ref-dup"} {
@@ -389,6 +393,9 @@ func TestTransactionPatchEntries(t *testing.T) {
 	for _, typ := range []string{"transaction", "batch"} {
 		t.Run(typ, func(t *testing.T) {
 			h := newHarness(t)
+			if typ == "transaction" {
+				needsTransactions(t, h)
+			}
 			for _, id := range []string{"patch-1", "patch-2"} {
 				if r := h.do("PUT", "/Patient/"+id, withID(fixture(t, "patient.json"), id)); r.status != http.StatusCreated {
 					t.Fatalf("seed: %d %s", r.status, r.body)
@@ -411,6 +418,7 @@ func TestTransactionPatchEntries(t *testing.T) {
 
 func TestBundleEntryLimit(t *testing.T) {
 	h := newHarness(t, func(c *fhirserver.Config) { c.MaxBundleEntries = 5 })
+	needsTransactions(t, h)
 	entries := func(n int, prefix string) []string {
 		var out []string
 		for i := range n {
@@ -445,6 +453,7 @@ func TestBundleTypeMustBeBatchOrTransaction(t *testing.T) {
 // urn:uuid (each listed before its Patient), commits as a whole.
 func TestLargeTransaction(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	const n = 50
 	var entries []string
 	for i := range n {
@@ -481,6 +490,7 @@ func TestLargeTransaction(t *testing.T) {
 // to their fullUrl become the matched or assigned Type/id.
 func TestTransactionConditionalEntriesResolveReferences(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	seeded := h.create(t, "Patient", patientWith("cu-tx-1", "Seeded"))
 	urn := func(n int) string { return fmt.Sprintf("urn:uuid:%08x-0000-4000-8000-%012x", n, n) }
 	b := bundleOf("transaction",
@@ -544,6 +554,7 @@ func TestTransactionOverlappingEntriesFail(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
+			needsTransactions(t, h)
 			if r := h.do("PUT", "/Patient/ov-seed", withID(patientWith("ov-seed", "Seed"), "ov-seed")); r.status != http.StatusCreated {
 				t.Fatalf("seed: %d %s", r.status, r.body)
 			}
@@ -565,6 +576,7 @@ func TestTransactionOverlappingEntriesFail(t *testing.T) {
 // entry resolve to it. Run with -race.
 func TestTransactionConditionalCreateRace(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	const writers = 12
 	b := bundleOf("transaction",
 		fmt.Sprintf(`{"fullUrl":"urn:uuid:00000001-0000-4000-8000-000000000001","resource":%s,"request":{"method":"POST","url":"Patient","ifNoneExist":"identifier=urn:kiln:test|tx-race"}}`, patientWith("tx-race", "Racer")),
@@ -644,6 +656,7 @@ func TestBatchInvalidResourceFailsOnlyItsEntry(t *testing.T) {
 // transaction and sees what earlier entries wrote.
 func TestTransactionEntriesThatCannotJoin(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	r := h.do("POST", "", []byte(`{"resourceType":"Bundle","type":"transaction","entry":[`+
 		`{"resource":{"resourceType":"Parameters","id":"x"},"request":{"method":"POST","url":"Patient/$reindex"}}]}`))
 	expectOutcome(t, r, http.StatusBadRequest, "$reindex")

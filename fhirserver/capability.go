@@ -99,7 +99,9 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		case Capabilities:
 		case "":
 			if rt.path == "" { // the Bundle endpoint
-				add(&systemLevel, Transaction)
+				if s.transactions {
+					add(&systemLevel, Transaction)
+				}
 				add(&systemLevel, Batch)
 			}
 		case HistorySystem, SearchSystem:
@@ -109,7 +111,7 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		}
 	}
 	deletes := "single"
-	if s.cfg.MaxConditionalDeletes > 1 {
+	if s.cfg.MaxConditionalDeletes > 1 && s.transactions {
 		deletes = "multiple"
 	}
 	types := profiles.ResourceTypes()

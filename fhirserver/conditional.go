@@ -22,7 +22,7 @@ import (
 
 // criteria parses conditional criteria (a query string) for typ. Unknown
 // parameters are errors: ignoring one would widen the match.
-func (s *Server) criteria(typ, raw string, limit int) (*search.Query, error) {
+func (s *Server) criteria(typ, raw string, limit int) (*criteria, error) {
 	params, err := url.ParseQuery(raw)
 	if err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search criteria: "+err.Error())
@@ -39,7 +39,47 @@ func (s *Server) criteria(typ, raw string, limit int) (*search.Query, error) {
 	}
 	q := p.Query
 	q.Count, q.Include, q.RevInclude, q.Sort, q.Total = limit, nil, nil, nil, search.TotalNone
-	return q, nil
+	// Encode sorts the parameters: the same criteria in another order
+	// take the same lock.
+	return &criteria{q: q, key: typ + "?" + params.Encode()}, nil
+}
+
+// criteria are a conditional interaction's search and the key of the lock
+// that serialises requests with the same criteria.
+type criteria struct {
+	q   *search.Query
+	key string
+}
+
+// criteriaLocker is a store whose transactions alone do not stop two
+// requests with the same criteria from both finding no match and both
+// creating (MongoDB: snapshot isolation, or no transactions at all). It
+// holds a lock per criteria key until unlock is called.
+type criteriaLocker interface {
+	LockCriteria(ctx context.Context, key string) (unlock func(), err error)
+}
+
+// guarded runs fn so that no other request with the same criteria runs
+// between its search and its writes. Inside a transaction Bundle it uses
+// the Bundle's transaction. Otherwise it runs in a store transaction,
+// holding the store's criteria lock where it has one; on a store without
+// transactions fn runs on the store itself, each write a compare-and-swap.
+func (s *Server) guarded(ctx context.Context, c *criteria, fn func(tx store.Tx) error) error {
+	if tx, ok := txFrom(ctx); ok {
+		return fn(tx)
+	}
+	if l, ok := s.store.(criteriaLocker); ok {
+		unlock, err := l.LockCriteria(ctx, c.key)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	err := s.store.Transact(ctx, fn)
+	if errors.Is(err, store.ErrTransactionsUnsupported) {
+		return fn(s.store)
+	}
+	return err
 }
 
 // matchIn runs criteria inside tx and returns up to q.Count matches.
@@ -60,13 +100,13 @@ func notSelective(typ string, n int) error {
 // one match → 200 with the existing resource; more → 412.
 func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *call, cond, id string, body []byte) error {
 	ctx := r.Context()
-	q, err := s.criteria(c.typ, cond, 2)
+	crit, err := s.criteria(c.typ, cond, 2)
 	if err != nil {
 		return err
 	}
 	var existing, created *store.Version
-	err = s.transact(ctx, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, q)
+	err = s.guarded(ctx, crit, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, crit.q)
 		if err != nil {
 			return err
 		}
@@ -89,7 +129,7 @@ func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *ca
 		return nil
 	})
 	if err != nil {
-		return refuseWithoutTx(err, "conditional create")
+		return err
 	}
 	if existing != nil {
 		w.Header().Set("Location", s.versionURL(existing))
@@ -148,14 +188,14 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 		return nil, nil, err
 	}
 	ctx := r.Context()
-	q, err := s.criteria(c.typ, r.URL.RawQuery, 2)
+	crit, err := s.criteria(c.typ, r.URL.RawQuery, 2)
 	if err != nil {
 		return nil, nil, err
 	}
 	target := &call{format: c.format, typ: c.typ}
 	var v *store.Version
-	err = s.transact(ctx, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, q)
+	err = s.guarded(ctx, crit, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, crit.q)
 		if err != nil {
 			return err
 		}
@@ -173,7 +213,7 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 		return err
 	})
 	if err != nil {
-		return nil, nil, refuseWithoutTx(err, what)
+		return nil, nil, err
 	}
 	return target, v, nil
 }
@@ -185,19 +225,25 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	limit := max(s.cfg.MaxConditionalDeletes, 1)
-	q, err := s.criteria(c.typ, r.URL.RawQuery, limit+1)
+	crit, err := s.criteria(c.typ, r.URL.RawQuery, limit+1)
 	if err != nil {
 		return err
 	}
 	var last *store.Version
 	n := 0
-	err = s.transact(ctx, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, q)
+	err = s.guarded(ctx, crit, func(tx store.Tx) error {
+		found, err := matchIn(ctx, tx, crit.q)
 		if err != nil {
 			return err
 		}
 		if len(found) > limit {
 			return notSelective(c.typ, len(found))
+		}
+		if len(found) > 1 && tx == store.Tx(s.store) {
+			// Without a transaction a failure midway would leave some
+			// matches deleted and others not.
+			return outcome.New(http.StatusNotImplemented, "not-supported",
+				"deleting several matches at once needs transactions, which this deployment's store does not offer")
 		}
 		for _, m := range found {
 			wr, err := s.nextWrite(ctx, m.Type, m.ID, m, nil, store.MethodDelete)
@@ -213,7 +259,7 @@ func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *ca
 		return nil
 	})
 	if err != nil {
-		return refuseWithoutTx(err, "conditional delete")
+		return err
 	}
 	if n != 1 {
 		last = nil // no single ETag to report

@@ -299,6 +299,7 @@ func TestConditionalDelete(t *testing.T) {
 
 func TestConditionalDeleteMultiple(t *testing.T) {
 	h := newHarness(t, func(c *fhirserver.Config) { c.MaxConditionalDeletes = 10 })
+	needsTransactions(t, h)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, h.create(t, "Patient", patientWith("cdm-3", fmt.Sprint("P", i))))

@@ -146,6 +146,7 @@ func TestCreateIgnoresClientID(t *testing.T) {
 // own version.
 func TestConcurrentUpdatesLoseNothing(t *testing.T) {
 	h := newHarness(t)
+	needsAtomicCAS(t, h)
 	body := withID(fixture(t, "patient.json"), "busy")
 	if r := h.do("PUT", "/Patient/busy", body); r.status != http.StatusCreated {
 		t.Fatalf("seed: %d %s", r.status, r.body)

@@ -82,7 +82,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if err != nil {
 				return entryError(i, err)
 			}
-			found, err := matchIn(ctx, rw.tx, q)
+			found, err := matchIn(ctx, rw.tx, q.q)
 			if err != nil {
 				return err
 			}
@@ -151,7 +151,7 @@ func (rw *rewriter) match(ctx context.Context, typ, criteria string) ([]*store.V
 	if err != nil {
 		return nil, err
 	}
-	found, err := matchIn(ctx, rw.tx, q)
+	found, err := matchIn(ctx, rw.tx, q.q)
 	if err != nil {
 		return nil, err
 	}

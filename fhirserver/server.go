@@ -61,6 +61,9 @@ type Server struct {
 	validator *fhirjson.Validator
 	budget    *budget
 	registry  *search.Registry
+	// transactions: the store runs atomic transactions (else transaction
+	// Bundles are refused and the CapabilityStatement does not claim them).
+	transactions bool
 	// capability is the CapabilityStatement, rebuilt when a custom
 	// SearchParameter joins the registry.
 	capability atomic.Pointer[[]byte]
@@ -117,6 +120,13 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	defer cancel()
 	if err := s.loadSearchParameters(ctx); err != nil {
 		return nil, err
+	}
+	// What the CapabilityStatement claims depends on it.
+	switch err := st.Transact(ctx, func(store.Tx) error { return nil }); {
+	case err == nil:
+		s.transactions = true
+	case !errors.Is(err, store.ErrTransactionsUnsupported):
+		return nil, fmt.Errorf("fhirserver: probe the store: %w", err)
 	}
 	if err := s.refreshCapability(); err != nil {
 		return nil, err

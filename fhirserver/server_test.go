@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,8 +18,73 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	mongotest.Report(os.Stdout)
+	os.Exit(code)
+}
+
+// onMongo: KILN_TEST_STORE=mongo runs the HTTP tests on the MongoDB store
+// at MONGODB_URI (make test-mongo) instead of the embedded one.
+var onMongo = os.Getenv("KILN_TEST_STORE") == "mongo"
+
+// testStore opens the store the HTTP tests run on, closed at cleanup.
+func testStore(t testing.TB) store.Store {
+	t.Helper()
+	if onMongo {
+		st := mongotest.Open(t)
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "clinical.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// needsTransactions skips a test that needs multi-document transactions
+// when the store has none, and records it in the not-run report.
+func needsTransactions(t *testing.T, h *harness) {
+	t.Helper()
+	if !hasTransactions(t, h) {
+		why := "the store has no multi-document transactions (FerretDB); the refusal itself is tested by TestTransactionRefusedWithoutStoreTransactions"
+		mongotest.NotRun("HTTP "+t.Name(), why)
+		t.Skip(why)
+	}
+}
+
+// needsAtomicCAS skips a test of concurrent compare-and-swap writes on
+// FerretDB, which applies updates read-modify-write without checking the
+// version filter atomically, and records it in the not-run report.
+func needsAtomicCAS(t *testing.T, h *harness) {
+	t.Helper()
+	if m, ok := h.store.(*mongo.Store); ok && m.Server().FerretDB {
+		why := "FerretDB loses concurrent compare-and-swap updates (no atomic version check)"
+		mongotest.NotRun("HTTP "+t.Name(), why)
+		t.Skip(why)
+	}
+}
+
+// hasTransactions reports whether the harness's store runs transactions.
+func hasTransactions(t *testing.T, h *harness) bool {
+	t.Helper()
+	err := h.store.Transact(t.Context(), func(store.Tx) error { return nil })
+	if errors.Is(err, store.ErrTransactionsUnsupported) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
 
 // harness is a Kiln FHIR API behind the real middleware chain, served over
 // TLS on loopback, with an embedded store in a temporary folder.
@@ -26,17 +92,18 @@ type harness struct {
 	t     testing.TB
 	srv   *httptest.Server
 	base  string
-	store *sqlite.Store
+	store store.Store
 	cfg   fhirserver.Config
 }
 
 func newHarness(t testing.TB, mutate ...func(*fhirserver.Config)) *harness {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "clinical.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	return newHarnessOn(t, testStore(t), mutate...)
+}
+
+// newHarnessOn is newHarness on a given store.
+func newHarnessOn(t testing.TB, st store.Store, mutate ...func(*fhirserver.Config)) *harness {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()

@@ -118,6 +118,7 @@ func BenchmarkSearchObservationsBySubjectAndCode(b *testing.B) {
 // applied (a conditional reference) is indexed too.
 func TestTransactionEntriesAreIndexed(t *testing.T) {
 	h := newHarness(t)
+	needsTransactions(t, h)
 	r := h.do("POST", "", syntheaLikeBundle(7))
 	if r.status != http.StatusOK {
 		t.Fatalf("transaction: %d %.300s", r.status, r.body)

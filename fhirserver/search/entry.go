@@ -4,6 +4,7 @@ import (
 	"math/big"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind is the typed form of an index entry, one per SearchParameter type
@@ -139,9 +140,31 @@ type valueKey struct{ mod, val string }
 
 func (k valueKey) prefix(param string) string {
 	if k.mod == "" {
-		return param + keySep + k.val
+		return key(param, k.val)
 	}
-	return param + ":" + k.mod + keySep + k.val
+	return key(param+":"+k.mod, k.val)
+}
+
+// MaxKeyBytes caps the length of a key. Values past it (a long narrative
+// string, a data: URI) are indexed and searched by their first bytes only:
+// index entries stay small in every backend (PostgreSQL-backed MongoDB
+// stand-ins refuse index entries over 2.7 kB), at the price that :exact and
+// :contains do not see past the cap. HAPI FHIR caps string index values
+// the same way (at 200 characters).
+const MaxKeyBytes = 1024
+
+// key is the key of a value of param, cut to MaxKeyBytes at a character
+// boundary; index rows and queries both build keys here, so they agree.
+func key(param, val string) string {
+	k := param + keySep + val
+	if len(k) <= MaxKeyBytes {
+		return k
+	}
+	n := MaxKeyBytes
+	for n > 0 && !utf8.RuneStart(k[n]) {
+		n--
+	}
+	return k[:n]
 }
 
 func tokenForms(mod, system, code string, out []valueKey) []valueKey {

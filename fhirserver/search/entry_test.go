@@ -2,7 +2,9 @@ package search
 
 import (
 	"slices"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestKeys(t *testing.T) {
@@ -81,5 +83,21 @@ func TestParseReference(t *testing.T) {
 		if typ != tt.typ || id != tt.id || ver != tt.ver || url != tt.url {
 			t.Errorf("parseReference(%q) = %q %q %q %q", tt.ref, typ, id, ver, url)
 		}
+	}
+}
+
+// TestLongKeysAreCapped proves a value past MaxKeyBytes is indexed by its
+// first bytes, cut at a character boundary, and that a query for the same
+// long value builds the same key (so it still matches).
+func TestLongKeysAreCapped(t *testing.T) {
+	long := strings.Repeat("é", MaxKeyBytes) // 2 bytes a character
+	keys := Entry{Param: "description", Kind: KindString, Str: long, Exact: long}.Keys()
+	for _, k := range keys {
+		if len(k) > MaxKeyBytes || !utf8.ValidString(k) {
+			t.Errorf("key of %d bytes (valid UTF-8: %v)", len(k), utf8.ValidString(k))
+		}
+	}
+	if q := key("description:exact", long); !slices.Contains(keys, q) {
+		t.Errorf("the query key of the same value is not among the row keys")
 	}
 }

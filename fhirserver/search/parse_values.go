@@ -158,8 +158,6 @@ func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error)
 	return out, nil
 }
 
-func key(param, val string) string { return param + keySep + val }
-
 func stringMatch(code, name, mod, v string) (Match, error) {
 	v = unescape(v)
 	switch mod {

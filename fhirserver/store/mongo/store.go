@@ -169,21 +169,30 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		}
 		return mongo.IndexModel{Keys: d, Options: o}
 	}
-	sets := []struct {
-		c      *mongo.Collection
-		models []mongo.IndexModel
-	}{
-		{s.resources, []mongo.IndexModel{
+	// The multikey indexes of the row shapes. FerretDB indexes an array as
+	// one PostgreSQL index entry (refused past 2.7 kB, which a resource
+	// with many keys exceeds) and answers every query by a scan anyway, so
+	// it gets none of them.
+	var rowIndexes []mongo.IndexModel
+	if !s.server.FerretDB {
+		rowIndexes = []mongo.IndexModel{
 			idx("keys", false, "k", "t"),
 			idx("present", false, "p", "t"),
 			idx("dates_low", false, "d.p", "d.lo", "d.hi"),
 			idx("dates_high", false, "d.p", "d.hi"),
 			idx("numbers_low", false, "n.p", "n.lo", "n.hi"),
 			idx("numbers_high", false, "n.p", "n.hi"),
+		}
+	}
+	sets := []struct {
+		c      *mongo.Collection
+		models []mongo.IndexModel
+	}{
+		{s.resources, append(rowIndexes,
 			idx("type_order", false, "t", "del", "r"),
 			idx("type_id", false, "t", "id"),
 			idx("type_updated", false, "t", "lu"),
-		}},
+		)},
 		{s.history, []mongo.IndexModel{
 			idx("version", true, "t", "id", "v"),
 			idx("system_time", false, "-lu", "-_id"),

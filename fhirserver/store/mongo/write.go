@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -247,5 +249,38 @@ func (s *Store) reindexOne(ctx context.Context, u store.IndexUpdate) (int, error
 			return 0, wrapErr(ctx, "reindex "+u.Type+"/"+u.ID, err)
 		}
 		return int(res.MatchedCount), nil
+	}
+}
+
+// guardTTL is how long a criteria lock may be held: a lock older than this
+// belongs to an instance that died holding it, and is taken over.
+const guardTTL = 30 * time.Second
+
+// LockCriteria holds the lock of a conditional interaction's criteria
+// until unlock is called: a document in guards whose _id is the key, so
+// the unique _id index decides between racing requests. MongoDB's
+// transactions are snapshot-isolated, so two conditional creates could
+// otherwise both find no match and both create.
+func (s *Store) LockCriteria(ctx context.Context, key string) (func(), error) {
+	id := "criteria:" + key
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		_, err := s.guards.InsertOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "at", Value: time.Now().UnixMilli()}})
+		if err == nil {
+			return func() {
+				_, _ = s.guards.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}})
+			}, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return nil, wrapErr(ctx, "lock criteria", err)
+		}
+		stale := time.Now().Add(-guardTTL).UnixMilli()
+		if _, err := s.guards.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "at", Value: bson.D{{Key: "$lt", Value: stale}}}}); err != nil {
+			return nil, wrapErr(ctx, "lock criteria", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, wrapErr(ctx, "lock criteria", ctx.Err())
+		case <-time.After(wait + rand.N(wait)):
+		}
 	}
 }
