@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kiln
 SHARED   ?= ../shared
 
-.PHONY: build run test test-race bench definitions lint fuzz conformance clean
+.PHONY: build run test test-race test-mongo bench definitions lint fuzz conformance clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kiln
@@ -16,6 +16,21 @@ run: build
 
 test:
 	$(GO) test -count=1 ./...
+
+# The store conformance suite and the HTTP tests on the MongoDB store at
+# MONGODB_URI (a real replica set, or the FerretDB stand-in .ci/run starts).
+# Tests a server cannot run are listed at the end with the reason.
+NOT_RUN := $(CURDIR)/.not-run.txt
+test-mongo:
+	@if [ -z "$(MONGODB_URI)" ]; then \
+	  echo "test-mongo: MONGODB_URI is not set. Point it at a MongoDB server, e.g."; \
+	  echo "  MONGODB_URI='mongodb://127.0.0.1:27017/?replicaSet=rs0' make test-mongo"; \
+	  echo "or start the FerretDB stand-in: bash .ci/mongo-wire.sh && . /tmp/kiln-ci/env"; \
+	  exit 2; fi
+	@rm -f $(NOT_RUN)
+	@status=0; KILN_TEST_STORE=mongo KILN_NOT_RUN=$(NOT_RUN) MONGODB_URI='$(MONGODB_URI)' \
+	  $(GO) test -count=1 ./fhirserver/store/mongo/... ./fhirserver/ ./cmd/kiln/ || status=$$?; \
+	  if [ -s $(NOT_RUN) ]; then cat $(NOT_RUN); rm -f $(NOT_RUN); fi; exit $$status
 
 # Packages with concurrency, under the race detector.
 test-race:

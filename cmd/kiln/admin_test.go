@@ -30,7 +30,7 @@ func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openStore(ctx, dir)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,8 @@ type serveConfig struct {
 	MaxBundleBytes   int64
 	// Search and Bundle bounds.
 	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
+	// MongoDB (empty URI: the embedded store in DataDir).
+	MongoURI, MongoDatabase, MongoWriteConcern string
 }
 
 // lookupEnv is os.LookupEnv; tests pass their own.
@@ -73,6 +75,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	count(&c.MaxPageSize, "max-page-size", "KILN_MAX_PAGE_SIZE", 1000, "largest _count a search or history page may ask for")
 	count(&c.MaxBundleEntries, "max-bundle-entries", "KILN_MAX_BUNDLE_ENTRIES", 1000, "most entries of a batch or transaction Bundle (413 above)")
 	count(&c.MaxConditionalDeletes, "conditional-delete-max", "KILN_CONDITIONAL_DELETE_MAX", 1, "most resources one conditional delete may remove (1: single deletes only)")
+	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")
+	str(&c.MongoDatabase, "mongodb-database", "KILN_MONGODB_DATABASE", "kiln", "prefix of the MongoDB databases: one per partition (<prefix>_clinical, …)")
+	str(&c.MongoWriteConcern, "mongodb-write-concern", "KILN_MONGODB_WRITE_CONCERN", "majority", "MongoDB write concern: majority or a number of members")
 	if envErr != nil {
 		return c, envErr
 	}
@@ -84,6 +89,12 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(logLevel)); err != nil {
 		return c, fmt.Errorf("--log-level: %w", err)
+	}
+	if c.MongoURI != "" && !strings.HasPrefix(c.MongoURI, "mongodb://") && !strings.HasPrefix(c.MongoURI, "mongodb+srv://") {
+		return c, fmt.Errorf("--mongodb-uri must start with mongodb:// or mongodb+srv://")
+	}
+	if c.MongoDatabase == "" || strings.ContainsAny(c.MongoDatabase, "/\\. \"$") {
+		return c, fmt.Errorf("--mongodb-database %q: want a name without / \\ . space \" or $", c.MongoDatabase)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("--tls-cert and --tls-key go together")

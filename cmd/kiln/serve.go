@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
@@ -46,10 +47,24 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	return httpserver.Serve(ctx, ln, handler, logger)
 }
 
-// openStore opens the embedded store of the data folder dir, which must
-// exist.
-func openStore(ctx context.Context, dir string) (*sqlite.Store, error) {
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "clinical.db"))
+// kilnStore is what the commands need of a store: the FHIR store and the
+// reindex of its rows.
+type kilnStore interface {
+	store.Store
+	store.Indexer
+}
+
+// openStore opens the clinical partition: on MongoDB when a URI is
+// configured, else the embedded store of the data folder, which must exist.
+func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
+	if cfg.MongoURI != "" {
+		st, err := mongo.Open(ctx, mongo.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase + "_clinical", WriteConcern: cfg.MongoWriteConcern})
+		if err != nil {
+			return nil, fmt.Errorf("opening the MongoDB store: %w", err)
+		}
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "clinical.db"))
 	if err != nil {
 		return nil, fmt.Errorf("opening the store: %w", err)
 	}
@@ -60,7 +75,7 @@ func openStore(ctx context.Context, dir string) (*sqlite.Store, error) {
 // closeStore closes the store, logging a failure: by then the command's
 // outcome is decided. `kiln serve` and `kiln admin generate` share it.
 func openHandler(ctx context.Context, cfg serveConfig, logger *slog.Logger) (h http.Handler, closeStore func(), err error) {
-	st, err := openStore(ctx, cfg.DataDir)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -78,7 +93,7 @@ func openHandler(ctx context.Context, cfg serveConfig, logger *slog.Logger) (h h
 
 // newFHIRServer builds the FHIR service of a data folder's store.
 func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirserver.Server, error) {
-	cursorKey, err := loadCursorKey(cfg.DataDir)
+	cursorKey, err := loadCursorKey(cfg.DataDir, st)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +170,7 @@ func printBanner(out io.Writer, cfg serveConfig, certFile, fingerprint string, s
 	fmt.Fprintf(out, `
 Kiln %s — FHIR R4 server
   FHIR base:   %s/fhir
+  Store:       %s
   TLS:         %s
                %s
                SHA-256 %s
@@ -162,12 +178,30 @@ Kiln %s — FHIR R4 server
   Auth:        none configured yet: every request is allowed
   Stop:        Ctrl-C (in-flight requests are drained)
 
-`, version, cfg.BaseURL, kind, certFile, fingerprint, certFile, cfg.BaseURL)
+`, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL)
+}
+
+// storeDescription names the store without the connection string, which
+// may hold a password.
+func (c serveConfig) storeDescription() string {
+	if c.MongoURI != "" {
+		return "MongoDB, databases " + c.MongoDatabase + "_* (write concern " + c.MongoWriteConcern + ")"
+	}
+	return "embedded SQLite, " + filepath.Join(c.DataDir, "clinical.db")
 }
 
 // loadCursorKey reads the key that seals search page cursors from the data
 // folder, creating it once: cursors then survive a restart.
-func loadCursorKey(dir string) ([]byte, error) {
+func loadCursorKey(dir string, st store.Store) ([]byte, error) {
+	// Instances sharing a MongoDB share its key, so that any of them
+	// accepts the page links of another.
+	if shared, ok := st.(interface {
+		Secret(ctx context.Context, name string, size int) ([]byte, error)
+	}); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return shared.Secret(ctx, "cursor-key", 32)
+	}
 	path := filepath.Join(dir, "cursor.key")
 	key, err := os.ReadFile(path)
 	if err == nil && len(key) >= 32 {

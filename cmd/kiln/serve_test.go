@@ -42,7 +42,7 @@ func freeAddr(t *testing.T) string {
 
 // startServe runs `kiln serve` in-process on a loopback port with a fresh
 // data folder, and returns a client that trusts its self-signed certificate.
-func startServe(t *testing.T) (addr string, client *http.Client, out *safeBuffer, stop func() error) {
+func startServe(t *testing.T, extra ...string) (addr string, client *http.Client, out *safeBuffer, stop func() error) {
 	t.Helper()
 	addr = freeAddr(t)
 	data := t.TempDir()
@@ -50,7 +50,7 @@ func startServe(t *testing.T) (addr string, client *http.Client, out *safeBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, nil, out, out)
+		done <- run(ctx, append([]string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, extra...), nil, out, out)
 	}()
 	certFile := filepath.Join(data, "tls", "cert.pem")
 	deadline := time.Now().Add(20 * time.Second)

@@ -38,6 +38,8 @@ func TestConformance(t *testing.T) {
 	srv := mongotest.Server(t)
 	opts := storetest.Options{}
 	if srv.FerretDB {
+		mongotest.NotRun("store conformance Search/Dates and Search/Numbers ($elemMatch form)",
+			"FerretDB does not evaluate $elemMatch with field conditions: date and number matches ran with a looser filter checked in Go; the $elemMatch form runs on MongoDB only")
 		opts.NotRun = ferretGaps
 		for name, why := range ferretGaps {
 			mongotest.NotRun("store conformance "+name, why)

@@ -38,20 +38,27 @@ func URI(t testing.TB) string {
 func Open(t testing.TB) *kmongo.Store {
 	t.Helper()
 	uri := URI(t)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "kiln_test_" + hex.EncodeToString(b)
+	name := NewName()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := kmongo.Open(ctx, kmongo.Config{URI: uri, Database: name})
 	if err != nil {
 		t.Fatalf("open the MongoDB store at MONGODB_URI: %v", err)
 	}
-	t.Cleanup(func() { drop(t, uri, name) })
+	t.Cleanup(func() { Drop(t, name) })
 	return st
 }
 
-func drop(t testing.TB, uri, name string) {
+// NewName is a fresh database name (or prefix) for one test.
+func NewName() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "kiln_test_" + hex.EncodeToString(b)
+}
+
+// Drop drops database name on the server at MONGODB_URI.
+func Drop(t testing.TB, name string) {
+	uri := URI(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := mongo.Connect(options.Client().ApplyURI(uri))

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
+)
+
+// TestServeOnMongoDB runs `kiln serve --mongodb-uri` from a fresh start
+// against the server at MONGODB_URI (make test-mongo) and walks the
+// foundation flow: create, read, update, history, search, delete.
+func TestServeOnMongoDB(t *testing.T) {
+	uri := mongotest.URI(t)
+	prefix := mongotest.NewName()
+	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical") })
+	addr, client, out, _ := startServe(t, "--mongodb-uri", uri, "--mongodb-database", prefix)
+	if !strings.Contains(out.String(), "MongoDB, databases "+prefix+"_*") || strings.Contains(out.String(), uri) {
+		t.Errorf("the banner should name the MongoDB store without its URI:\n%s", out.String())
+	}
+	base := "https://" + addr + "/fhir"
+	do := func(method, path string, body string) (int, map[string]any) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader([]byte(body)))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/fhir+json")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		_ = json.Unmarshal(raw, &m)
+		return resp.StatusCode, m
+	}
+	status, created := do("POST", "/Patient", `{"resourceType":"Patient","name":[{"family":"Okafor","given":["Ada"]}],"birthDate":"1975-04-12"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %v", status, created)
+	}
+	id, _ := created["id"].(string)
+	if status, _ := do("GET", "/Patient/"+id, ""); status != http.StatusOK {
+		t.Errorf("read: %d", status)
+	}
+	if status, m := do("PUT", "/Patient/"+id, `{"resourceType":"Patient","id":"`+id+`","name":[{"family":"Okafor","given":["Adaeze"]}],"birthDate":"1975-04-12"}`); status != http.StatusOK {
+		t.Errorf("update: %d %v", status, m)
+	}
+	if status, m := do("GET", "/Patient/"+id+"/_history", ""); status != http.StatusOK || len(entries(m)) != 2 {
+		t.Errorf("history: %d, %d entries, want 2", status, len(entries(m)))
+	}
+	if status, m := do("GET", "/Patient?family=okaf&birthdate=1975", ""); status != http.StatusOK || len(entries(m)) != 1 {
+		t.Errorf("search: %d, %d entries, want 1: %v", status, len(entries(m)), m)
+	}
+	if status, _ := do("DELETE", "/Patient/"+id, ""); status != http.StatusNoContent {
+		t.Errorf("delete: %d", status)
+	}
+	if status, _ := do("GET", "/Patient/"+id, ""); status != http.StatusGone {
+		t.Errorf("read after delete: %d, want 410", status)
+	}
+	if status, m := do("GET", "/Patient?family=okaf", ""); status != http.StatusOK || len(entries(m)) != 0 {
+		t.Errorf("search after delete: %d, %d entries, want 0", status, len(entries(m)))
+	}
+}
+
+func entries(bundle map[string]any) []any {
+	e, _ := bundle["entry"].([]any)
+	return e
+}
