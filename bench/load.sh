@@ -22,6 +22,11 @@
 #   BENCH_PROTO [http1]   BENCH_TX_PATIENTS [2000] (0 skips step 3)
 #   BENCH_RATE [3000] req/s for the scheduled-rate run (0 skips it)
 #   KILN [built into a temporary folder]
+#   MONGODB_URI [unset]: run against MongoDB instead of the embedded store
+#     (database prefix BENCH_MONGODB_DATABASE [kilnbench_p<N>_o<M>]; the
+#     transaction step writes to <prefix>tx). The data folder then holds
+#     only the TLS certificate and the generation stamp. Timings on the
+#     FerretDB stand-in say nothing about MongoDB (it scans for every query).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -38,6 +43,14 @@ SCENARIOS=${BENCH_SCENARIOS:-obs-by-subject-code patient-family-birthdate read}
 PROTO=${BENCH_PROTO:-http1}
 TX_PATIENTS=${BENCH_TX_PATIENTS:-2000}
 RATE=${BENCH_RATE:-3000}
+STORE=sqlite
+if [ -n "${MONGODB_URI:-}" ]; then
+  STORE=mongodb
+  MONGO_DB=${BENCH_MONGODB_DATABASE:-kilnbench_p${PATIENTS}_o${OBS}}
+  DATA=${BENCH_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln-bench/p${PATIENTS}-o${OBS}-mongodb}
+  # kiln reads these (serve, admin generate).
+  export KILN_MONGODB_URI=$MONGODB_URI KILN_MONGODB_DATABASE=$MONGO_DB
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-bench.XXXXXX")
 server_pid=""
@@ -69,7 +82,7 @@ fi
 # The data set is regenerated when what it depends on changes: the
 # generator, the SQLite schema, the search index extraction.
 deps=$(ls cmd/kiln/internal/synth/*.go fhirserver/store/sqlite/schema.go fhirserver/search/*.go 2>/dev/null | grep -v '_test\.go$' || true)
-stamp="patients=$PATIENTS obs=$OBS seed=1 sources=$(cat $deps | sha256sum | cut -c1-16)"
+stamp="store=$STORE${MONGO_DB:+ database=$MONGO_DB} patients=$PATIENTS obs=$OBS seed=1 sources=$(cat $deps | sha256sum | cut -c1-16)"
 if [ -f "$DATA/.kiln-bench" ] && [ "$(cat "$DATA/.kiln-bench")" = "$stamp" ]; then
   say "reusing the data set in $DATA ($stamp)"
 else
@@ -85,6 +98,7 @@ du -sh "$DATA" | sed 's/^/data set size: /'
 # 3. transaction Bundles of 100 resources (10 patients × (1 + 9)), in-process
 if [ "$TX_PATIENTS" -gt 0 ]; then
   say "transaction Bundles of 100 resources, in-process, fresh store ($TX_PATIENTS patients)"
+  KILN_MONGODB_DATABASE=${MONGO_DB:+${MONGO_DB}tx} \
   timeout --foreground 900 "$KILN" admin generate --data "$work/tx" --patients "$TX_PATIENTS" \
     --observations-per-patient 9 --batch 100 --workers 2 --mode transaction \
     || echo "(transaction step failed; continuing)"
@@ -140,6 +154,6 @@ if [ "$RATE" != 0 ]; then
   rows+=("$(grep -E '^\| [a-z]' "$work/load.out" | grep -v '^| scenario' | tail -1) (at $RATE req/s)")
 fi
 
-say "summary: $PATIENTS patients, $((PATIENTS * OBS)) observations, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
+say "summary ($STORE): $PATIENTS patients, $((PATIENTS * OBS)) observations, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
 grep -E '^\| scenario|^\|---' "$work/load.out" | head -2
 printf '%s\n' "${rows[@]}"

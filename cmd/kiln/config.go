@@ -93,7 +93,7 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	if c.MongoURI != "" && !strings.HasPrefix(c.MongoURI, "mongodb://") && !strings.HasPrefix(c.MongoURI, "mongodb+srv://") {
 		return c, fmt.Errorf("--mongodb-uri must start with mongodb:// or mongodb+srv://")
 	}
-	if c.MongoDatabase == "" || strings.ContainsAny(c.MongoDatabase, "/\\. \"$") {
+	if c.MongoURI != "" && (c.MongoDatabase == "" || strings.ContainsAny(c.MongoDatabase, "/\\. \"$")) {
 		return c, fmt.Errorf("--mongodb-database %q: want a name without / \\ . space \" or $", c.MongoDatabase)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {

@@ -154,7 +154,7 @@ func (s *Store) inspect(ctx context.Context) error {
 // history. Names are fixed so that a changed definition fails loudly
 // instead of adding a second index.
 func (s *Store) ensureIndexes(ctx context.Context) error {
-	idx := func(name string, unique bool, keys ...string) mongo.IndexModel {
+	idx := func(name string, unique bool, keys ...string) namedIndex {
 		d := bson.D{}
 		for _, k := range keys {
 			dir := 1
@@ -167,15 +167,15 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		if unique {
 			o.SetUnique(true)
 		}
-		return mongo.IndexModel{Keys: d, Options: o}
+		return namedIndex{name, mongo.IndexModel{Keys: d, Options: o}}
 	}
 	// The multikey indexes of the row shapes. FerretDB indexes an array as
 	// one PostgreSQL index entry (refused past 2.7 kB, which a resource
 	// with many keys exceeds) and answers every query by a scan anyway, so
 	// it gets none of them.
-	var rowIndexes []mongo.IndexModel
+	var rowIndexes []namedIndex
 	if !s.server.FerretDB {
-		rowIndexes = []mongo.IndexModel{
+		rowIndexes = []namedIndex{
 			idx("keys", false, "k", "t"),
 			idx("present", false, "p", "t"),
 			idx("dates_low", false, "d.p", "d.lo", "d.hi"),
@@ -186,14 +186,14 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 	}
 	sets := []struct {
 		c      *mongo.Collection
-		models []mongo.IndexModel
+		models []namedIndex
 	}{
 		{s.resources, append(rowIndexes,
 			idx("type_order", false, "t", "del", "r"),
 			idx("type_id", false, "t", "id"),
 			idx("type_updated", false, "t", "lu"),
 		)},
-		{s.history, []mongo.IndexModel{
+		{s.history, []namedIndex{
 			idx("version", true, "t", "id", "v"),
 			idx("system_time", false, "-lu", "-_id"),
 			idx("type_time", false, "t", "-lu", "-_id"),
@@ -201,11 +201,50 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		}},
 	}
 	for _, set := range sets {
-		if _, err := set.c.Indexes().CreateMany(ctx, set.models); err != nil {
+		// Only the missing ones: re-creating an existing index is a no-op
+		// on MongoDB but crashes FerretDB's handler.
+		have, err := indexNames(ctx, set.c)
+		if err != nil {
+			return err
+		}
+		var missing []mongo.IndexModel
+		for _, m := range set.models {
+			if !have[m.name] {
+				missing = append(missing, m.model)
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if _, err := set.c.Indexes().CreateMany(ctx, missing); err != nil {
 			return fmt.Errorf("mongo store: create indexes of %s: %w", set.c.Name(), err)
 		}
 	}
 	return nil
+}
+
+type namedIndex struct {
+	name  string
+	model mongo.IndexModel
+}
+
+func indexNames(ctx context.Context, c *mongo.Collection) (map[string]bool, error) {
+	cur, err := c.Indexes().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mongo store: list indexes of %s: %w", c.Name(), err)
+	}
+	defer cur.Close(ctx)
+	names := map[string]bool{}
+	for cur.Next(ctx) {
+		var ix struct {
+			Name string `bson:"name"`
+		}
+		if err := cur.Decode(&ix); err != nil {
+			return nil, fmt.Errorf("mongo store: list indexes of %s: %w", c.Name(), err)
+		}
+		names[ix.Name] = true
+	}
+	return names, cur.Err()
 }
 
 // Close disconnects; idempotent.
