@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 
@@ -46,16 +47,13 @@ func decodeCursor(s string, v any) error {
 	return nil
 }
 
-// hashOf is the hash a cursor carries of the query it was issued for.
+// hashOf is the hash a cursor carries of the query it was issued for. The
+// parts are plain values and search IR, which JSON encodes deterministically.
 func hashOf(parts ...any) uint32 {
 	h := fnv.New32a()
-	for _, p := range parts {
-		b, err := bson.Marshal(bson.D{{Key: "v", Value: p}})
-		if err != nil {
-			fmt.Fprintf(h, "%v", p)
-			continue
-		}
-		h.Write(b)
+	if err := json.NewEncoder(h).Encode(parts); err != nil {
+		// Only a NaN could fail; fall back on a textual form.
+		fmt.Fprintf(h, "%v", parts)
 	}
 	return h.Sum32()
 }

@@ -208,7 +208,9 @@ func (s *Store) Search(ctx context.Context, q *search.Query) (*store.SearchPage,
 	if err != nil {
 		return nil, err
 	}
-	hash := hashOf(f.mongo, q.Sort)
+	// The hash is of the query as asked, not of the compiled filter: a
+	// chain's id set may grow between two pages without voiding the cursor.
+	hash := hashOf(q.Types, q.Where, q.Sort)
 	var cur *searchCursor
 	if q.Cursor != "" {
 		cur = &searchCursor{}

@@ -189,7 +189,8 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 		models []namedIndex
 	}{
 		{s.resources, append(rowIndexes,
-			idx("type_order", false, "t", "del", "r"),
+			idx("type_order", false, "t", "del", "r", "_id"),
+			idx("order", false, "del", "r", "_id"),
 			idx("type_id", false, "t", "id"),
 			idx("type_updated", false, "t", "lu"),
 		)},
