@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -212,4 +213,33 @@ func (w Write) Check() error {
 		return nil
 	}
 	return fmt.Errorf("invalid write of %s/%s version %d: %s", w.Type, w.ID, w.Version, why)
+}
+
+// HistoryBounds are a HistoryQuery's time filters in unix microseconds, the
+// precision backends keep, each rounded so that its comparison stays exact
+// on stored values: lu >= Since ⇔ lu >= ceil(Since), lu < AtHigh ⇔
+// lu < ceil(AtHigh), next.lu <= AtLow ⇔ next.lu <= floor(AtLow). An absent
+// filter is the extreme value (AtLow: 0, unused).
+func (q HistoryQuery) HistoryBounds() (since, atLow, atHigh int64) {
+	since, atHigh = math.MinInt64, math.MaxInt64
+	if !q.Since.IsZero() {
+		since = microsCeil(q.Since)
+	}
+	if !q.AtLow.IsZero() {
+		atLow = q.AtLow.UnixMicro()
+	}
+	if !q.AtHigh.IsZero() {
+		atHigh = microsCeil(q.AtHigh)
+	}
+	return since, atLow, atHigh
+}
+
+// microsCeil rounds t up to a whole microsecond (UnixMicro rounds down:
+// the nanoseconds of a time.Time are never negative).
+func microsCeil(t time.Time) int64 {
+	us := t.UnixMicro()
+	if t.Nanosecond()%1000 != 0 {
+		us++
+	}
+	return us
 }

@@ -34,18 +34,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) (*store.Histo
 	case q.MaxBytes < 0:
 		return nil, fmt.Errorf("mongo store: history: max bytes must be >= 0, got %d", q.MaxBytes)
 	}
-	// Stored times are whole microseconds: each bound is rounded so that
-	// its comparison stays exact.
-	since, atLow, atHigh := int64(math.MinInt64), int64(0), int64(math.MaxInt64)
-	if !q.Since.IsZero() {
-		since = microsCeil(q.Since)
-	}
-	if !q.AtLow.IsZero() {
-		atLow = micros(q.AtLow)
-	}
-	if !q.AtHigh.IsZero() {
-		atHigh = microsCeil(q.AtHigh)
-	}
+	since, atLow, atHigh := q.HistoryBounds()
 	hash := hashOf(q.Type, q.ID, since, atLow, atHigh, !q.AtLow.IsZero())
 
 	var pos historyCursor

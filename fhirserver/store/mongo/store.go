@@ -328,15 +328,6 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// microsCeil rounds t up to a whole microsecond.
-func microsCeil(t time.Time) int64 {
-	us := t.UnixMicro()
-	if t.Nanosecond()%1000 != 0 {
-		us++
-	}
-	return us
-}
-
 // wrapErr names the step; a cancelled context is reported as such, and a
 // write conflict inside a transaction as store.ErrConflict.
 func wrapErr(ctx context.Context, step string, err error) error {

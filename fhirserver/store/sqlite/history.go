@@ -37,19 +37,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 		return nil, fmt.Errorf("sqlite store: history: max bytes must be >= 0, got %d", q.MaxBytes)
 	}
 
-	// Stored times are whole microseconds, so each bound is rounded the way
-	// that keeps its comparison exact: lu >= Since ⇔ lu >= ceil(Since),
-	// lu < AtHigh ⇔ lu < ceil(AtHigh), n.lu <= AtLow ⇔ n.lu <= floor(AtLow).
-	since, atLow, atHigh := int64(minMicros), int64(0), int64(maxMicros)
-	if !q.Since.IsZero() {
-		since = microsCeil(q.Since)
-	}
-	if !q.AtLow.IsZero() {
-		atLow = micros(q.AtLow)
-	}
-	if !q.AtHigh.IsZero() {
-		atHigh = microsCeil(q.AtHigh)
-	}
+	since, atLow, atHigh := q.HistoryBounds()
 	hash := queryHash(l, q.Type, q.ID, since, atLow, atHigh)
 
 	// First page: start above every position and see every seq; the page
@@ -76,7 +64,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	// [since, hi] is the index range: AtHigh is exclusive, and nothing after
 	// the cursor's position can be on this page.
 	hi := pos.lastUpdated
-	if atHigh != maxMicros {
+	if atHigh != math.MaxInt64 {
 		hi = min(hi, atHigh-1)
 	}
 	args = append(args, since, hi, pos.lastUpdated, pos.seq, pos.maxSeq)

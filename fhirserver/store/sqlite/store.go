@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -349,23 +348,6 @@ func vread(ctx context.Context, st *sql.Stmt, typ, id string, version int64) (*s
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-// microsCeil rounds t up to a whole microsecond (micros rounds down: the
-// nanoseconds of a time.Time are never negative).
-func microsCeil(t time.Time) int64 {
-	us := t.UnixMicro()
-	if t.Nanosecond()%1000 != 0 {
-		us++
-	}
-	return us
-}
-
-// Bounds used when a history filter is absent; no stored timestamp reaches
-// them (Write.Check keeps years within 1..9999).
-const (
-	minMicros = math.MinInt64
-	maxMicros = math.MaxInt64
-)
 
 // wrapErr adds context to err. When ctx is done the result also matches
 // ctx.Err(): SQLite reports an interrupted statement as SQLITE_INTERRUPT,
