@@ -3,9 +3,12 @@ module github.com/kiln-fhir/kiln
 go 1.26.0
 
 require (
+	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/google/fhir/go v0.7.4
 	github.com/gorilla/mux v1.8.1
 	github.com/ncruces/go-sqlite3 v0.35.6
+	go.mongodb.org/mongo-driver/v2 v2.9.3
+	golang.org/x/crypto v0.58.0
 	google.golang.org/protobuf v1.25.0
 )
 
@@ -24,8 +27,6 @@ require (
 	github.com/xdg-go/scram v1.2.0 // indirect
 	github.com/xdg-go/stringprep v1.0.4 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
-	go.mongodb.org/mongo-driver/v2 v2.9.3 // indirect
-	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

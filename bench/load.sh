@@ -132,6 +132,9 @@ if [ -z "$started" ]; then
   exit 1
 fi
 say "kiln serve (pid $server_pid) ready on $base"
+# Requests carry a token minted from the data folder's keys.
+KILN_TOKEN=$("$KILN" admin token --data "$DATA")
+export KILN_TOKEN
 
 rows=()
 for scenario in $SCENARIOS; do

@@ -19,10 +19,22 @@ const adminUsage = `Usage:
   kiln admin reindex --data DIR [--type Patient,Observation]
       rebuild the search index of the embedded store in DIR (after adding
       SearchParameters), printing progress; the server need not be stopped
+  kiln admin user add --data DIR --email E --role R --scopes "…" [--fhir-user REF] --password-stdin
+  kiln admin user list|disable|enable --data DIR [--email E]
+      user accounts (roles: admin, provider, workforce_officer, privacy_officer)
+  kiln admin client add --data DIR --name N --scopes "…" [--jwks FILE]
+  kiln admin client rotate|list --data DIR [--id ID]
+      machine clients: add prints the client id and its secret once; rotate
+      issues a new secret, the old one keeps working for 7 days
+  kiln admin keys rotate --data DIR
+      publish a new token signing key; it signs 10 minutes later
+  kiln admin token --data DIR [--scopes "…"]
+      print an access token minted from the data folder's keys (every scope
+      and role admin by default), for scripts and load tests
 `
 
 // runAdmin dispatches `kiln admin SUBCOMMAND`.
-func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, adminUsage)
 		return errUsage
@@ -34,6 +46,14 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runLoad(ctx, args[1:], stdout, stderr)
 	case "reindex":
 		return runReindex(ctx, args[1:], stdout, stderr)
+	case "user":
+		return runUser(ctx, args[1:], stdin, stdout, stderr)
+	case "client":
+		return runClient(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return runKeys(ctx, args[1:], stdout, stderr)
+	case "token":
+		return runToken(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return nil

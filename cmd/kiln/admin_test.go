@@ -30,12 +30,12 @@ func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := openStore(ctx, cfg)
+	a, err := openApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	h, err := newHandler(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer a.Close()
+	tok, err := a.adminToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,8 @@ func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "https://127.0.0.1"+p, nil)
 		req.Header.Set("Accept", "application/fhir+json")
-		h.ServeHTTP(rec, req)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		a.handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", p, rec.Code, rec.Body)
 		}

@@ -94,11 +94,11 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("data folder: %w", err)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: gc.LogLevel}))
-	handler, closeStore, err := openHandler(ctx, cfg, logger)
+	a, err := openApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer a.Close()
 	if gc.CPUProfile != "" {
 		f, err := os.Create(gc.CPUProfile)
 		if err != nil {
@@ -110,7 +110,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	g := &generator{cfg: gc, gen: synth.New(gc.Seed), h: handler}
+	g := &generator{cfg: gc, gen: synth.New(gc.Seed), h: a.handler, token: cachedToken(a.adminToken)}
 	return g.run(ctx, stdout)
 }
 
@@ -118,6 +118,8 @@ type generator struct {
 	cfg generateConfig
 	gen synth.Generator
 	h   http.Handler
+	// token mints the bearer token of each request.
+	token func(context.Context) (string, error)
 
 	resources, patients, requests atomic.Int64
 	busy                          atomic.Int64 // total request time, ns
@@ -240,6 +242,11 @@ func (g *generator) do(ctx context.Context, method, path string, body []byte) er
 	req.Header.Set("Content-Type", "application/fhir+json")
 	req.Header.Set("Accept", "application/fhir+json")
 	req.Header.Set("Prefer", "return=minimal")
+	tok, err := g.token(ctx)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
 	rec := httptest.NewRecorder()
 	start := time.Now()
 	g.h.ServeHTTP(rec, req)

@@ -30,6 +30,7 @@ var loadScenarios = []string{"obs-by-subject-code", "patient-family-birthdate", 
 
 type loadConfig struct {
 	URL           string
+	Token         string // bearer token (from --token or KILN_TOKEN)
 	CA            string
 	Insecure      bool
 	Connections   int
@@ -50,6 +51,7 @@ func parseLoadConfig(args []string, stderr io.Writer) (loadConfig, error) {
 	fs := flag.NewFlagSet("kiln admin load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.URL, "url", "https://127.0.0.1:8443/fhir", "FHIR base URL of the server under load")
+	fs.StringVar(&c.Token, "token", os.Getenv("KILN_TOKEN"), "bearer token for the requests (env KILN_TOKEN; e.g. from kiln admin token)")
 	fs.StringVar(&c.CA, "ca", "", "PEM file of the certificate(s) to trust, e.g. <data>/tls/cert.pem")
 	fs.BoolVar(&c.Insecure, "insecure", false, "do not verify the server's certificate")
 	fs.IntVar(&c.Connections, "connections", 16, "connections, each with one request in flight (closed loop)")
@@ -267,6 +269,9 @@ func loadWorker(ctx context.Context, c loadConfig, tlsConf *tls.Config, id uint6
 			return
 		}
 		req.Header.Set("Accept", "application/fhir+json")
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
 		t0 := time.Now()
 		if interval > 0 {
 			select {

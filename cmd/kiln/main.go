@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "fhirpath":
 		return runFHIRPath(ctx, args[1:], stdin, stdout, stderr)
 	case "admin":
-		return runAdmin(ctx, args[1:], stdout, stderr)
+		return runAdmin(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "kiln", version)
 		return nil

@@ -9,14 +9,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -33,25 +31,33 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	handler, closeStore, err := openHandler(ctx, cfg, logger)
+	a, err := openApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer a.Close()
+	email, password, created, err := firstAdmin(ctx, a.auth.Users, os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	ln, err := httpserver.Listen(cfg.Addr, httpserver.TLSConfig(cert))
 	if err != nil {
 		return err
 	}
 	printBanner(out, cfg, certFile, httpserver.Fingerprint(cert), selfSigned)
+	if created {
+		printFirstAdmin(out, cfg, certFile, email, password)
+	}
 	logger.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "version", version)
-	return httpserver.Serve(ctx, ln, handler, logger)
+	return httpserver.Serve(ctx, ln, a.handler, logger)
 }
 
-// kilnStore is what the commands need of a store: the FHIR store and the
-// reindex of its rows.
+// kilnStore is what the commands need of a store: the FHIR store, the
+// reindex of its rows, and the server's own records (users, keys…).
 type kilnStore interface {
 	store.Store
 	store.Indexer
+	store.Records
 }
 
 // openStore opens the clinical partition: on MongoDB when a URI is
@@ -71,26 +77,6 @@ func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
 	return st, nil
 }
 
-// openHandler opens the data folder's store and builds the handler on it.
-// closeStore closes the store, logging a failure: by then the command's
-// outcome is decided. `kiln serve` and `kiln admin generate` share it.
-func openHandler(ctx context.Context, cfg serveConfig, logger *slog.Logger) (h http.Handler, closeStore func(), err error) {
-	st, err := openStore(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	closeStore = func() {
-		if err := st.Close(); err != nil {
-			logger.Error("closing the store", "err", err)
-		}
-	}
-	if h, err = newHandler(cfg, st, logger); err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	return h, closeStore, nil
-}
-
 // newFHIRServer builds the FHIR service of a data folder's store.
 func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirserver.Server, error) {
 	cursorKey, err := loadCursorKey(cfg.DataDir, st)
@@ -103,6 +89,7 @@ func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirs
 		MaxBundleEntries:      cfg.MaxBundleEntries,
 		MaxConditionalDeletes: cfg.MaxConditionalDeletes,
 		CursorKey:             cursorKey,
+		Authorizer:            fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical},
 		Limits: fhirjson.Limits{
 			MaxResourceBytes: cfg.MaxResourceBytes,
 			MaxBundleBytes:   cfg.MaxBundleBytes,
@@ -111,39 +98,6 @@ func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirs
 		Version: version,
 		Logger:  logger,
 	}, st)
-}
-
-// newHandler assembles every route behind the one middleware chain.
-func newHandler(cfg serveConfig, st store.Store, logger *slog.Logger) (http.Handler, error) {
-	fhir, err := newFHIRServer(cfg, st, logger)
-	if err != nil {
-		return nil, err
-	}
-	r := mux.NewRouter().SkipClean(true)
-	r.Use(httpserver.LabelRoute)
-	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := st.Ping(ctx); err != nil {
-			logger.Warn("readiness check failed", "err", err)
-			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is not reachable")
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"status":"ready"}`)
-	}).Methods(http.MethodGet, http.MethodHead)
-	fhir.Register(r, "/fhir")
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no endpoint at "+r.URL.Path)
-	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
-	})
-	return httpserver.Chain(r, logger, cfg.MaxBundleBytes+1), nil
 }
 
 func loadCertificate(cfg serveConfig) (cert tls.Certificate, certFile string, selfSigned bool, err error) {
@@ -175,10 +129,27 @@ Kiln %s — FHIR R4 server
                %s
                SHA-256 %s
   Try:         curl --cacert %s %s/fhir/metadata
-  Auth:        none configured yet: every request is allowed
+  Auth:        bearer tokens from POST %s/auth/login (or /auth/token for machine clients)
   Stop:        Ctrl-C (in-flight requests are drained)
 
-`, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL)
+`, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL, cfg.BaseURL)
+}
+
+// printFirstAdmin shows, once, the account created on the first start.
+func printFirstAdmin(out io.Writer, cfg serveConfig, certFile, email, password string) {
+	shown := password
+	if shown == "" {
+		shown = "(from KILN_ADMIN_PASSWORD)"
+	}
+	fmt.Fprintf(out, `First start: created the administrator account (shown only this once)
+  email:       %s
+  password:    %s
+  Log in:      curl --cacert %s -X POST %s/auth/login \
+                 -H 'Content-Type: application/json' \
+                 -d '{"email":"%s","password":"…"}'
+  Then:        curl --cacert %s -H "Authorization: Bearer <access_token>" %s/fhir/Patient
+
+`, email, shown, certFile, cfg.BaseURL, email, certFile, cfg.BaseURL)
 }
 
 // storeDescription names the store without the connection string, which

@@ -18,7 +18,10 @@ func TestServeOnMongoDB(t *testing.T) {
 	uri := mongotest.URI(t)
 	prefix := mongotest.NewName()
 	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical") })
+	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
+	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
 	addr, client, out, _ := startServe(t, "--mongodb-uri", uri, "--mongodb-database", prefix)
+	token := login(t, client, "https://"+addr, "admin@example.org", "correct horse battery staple")
 	if !strings.Contains(out.String(), "MongoDB, databases "+prefix+"_*") || strings.Contains(out.String(), uri) {
 		t.Errorf("the banner should name the MongoDB store without its URI:\n%s", out.String())
 	}
@@ -29,6 +32,7 @@ func TestServeOnMongoDB(t *testing.T) {
 		if body != "" {
 			req.Header.Set("Content-Type", "application/fhir+json")
 		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)

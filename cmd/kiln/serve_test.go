@@ -135,8 +135,10 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 404 || !strings.Contains(string(body), `"error"`) {
-		t.Errorf("unknown path: %d %s", resp.StatusCode, body)
+	// Without a token nothing but the public endpoints answers, not even
+	// with a 404 that would reveal which paths exist.
+	if resp.StatusCode != 401 || !strings.Contains(string(body), `"error"`) || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Errorf("unknown path without a token: %d %s (WWW-Authenticate %q)", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 
 	if err := stop(); err != nil {

@@ -11,6 +11,8 @@
 //   - history: one document per version, append-only but for the
 //     successor's time, which answers the _at query without a join.
 //   - guards: short-lived locks on conditional-create criteria.
+//   - records: the server's own state (store.Records), one document per
+//     record; see records.go.
 //
 // Writes are compare-and-swap on the version number (a filter on the
 // expected version). Where the deployment has multi-document transactions
@@ -58,8 +60,10 @@ type Store struct {
 	history   *mongo.Collection
 	guards    *mongo.Collection
 	settings  *mongo.Collection
+	records   *mongo.Collection // store.Records, see records.go
 	server    Server
 	clock     clock
+	purgedAt  atomic.Int64 // unix micros of the last purge of expired records
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -107,6 +111,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.history = s.db.Collection("history")
 	s.guards = s.db.Collection("guards")
 	s.settings = s.db.Collection("settings")
+	s.records = s.db.Collection("records")
 	if err := s.inspect(ctx); err != nil {
 		_ = client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err
@@ -199,6 +204,10 @@ func (s *Store) ensureIndexes(ctx context.Context) error {
 			idx("system_time", false, "-lu", "-_id"),
 			idx("type_time", false, "t", "-lu", "-_id"),
 			idx("instance_time", false, "t", "id", "-lu", "-_id"),
+		}},
+		{s.records, []namedIndex{
+			idx("kind_id", false, "kind", "id"),
+			idx("expiry", false, "exp"),
 		}},
 	}
 	for _, set := range sets {

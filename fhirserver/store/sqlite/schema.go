@@ -147,6 +147,22 @@ var migrations = [][]string{
 		`CREATE INDEX search_sorts_by_lo ON search_sorts (param, type, lo, rid)`,
 		`CREATE INDEX search_sorts_by_hi ON search_sorts (param, type, hi, rid)`,
 	},
+	// 4: records, the server's own state (store.Records) beside the
+	// resources: one row per record, its current version only. expires is
+	// unix microseconds, 0 = never; an expired row counts as absent and is
+	// deleted lazily by the next PutRecord.
+	{
+		`CREATE TABLE records (
+			kind    TEXT    NOT NULL,
+			id      TEXT    NOT NULL,
+			version INTEGER NOT NULL,
+			value   BLOB    NOT NULL,
+			expires INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (kind, id)
+		) STRICT, WITHOUT ROWID`,
+		// The purge of expired rows reads only the rows it deletes.
+		`CREATE INDEX records_by_expiry ON records (expires) WHERE expires > 0`,
+	},
 }
 
 // schemaVersion is the user_version this build writes.

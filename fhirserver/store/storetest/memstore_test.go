@@ -35,6 +35,9 @@ type memStore struct {
 	mu      sync.Mutex // guards versions
 	// versions in write order; a version's seq is its index+1.
 	versions []memVersion
+
+	recMu   sync.Mutex
+	records map[[2]string]store.Record // store.Records, by kind and id
 }
 
 // memVersion is a version with the index rows it was written with.
@@ -254,4 +257,84 @@ func history(ctx context.Context, vs []store.Version, q store.HistoryQuery) (*st
 		size += len(v.Body)
 	}
 	return page, nil
+}
+
+// store.Records, from the contract alone: a map of current records, an
+// expired one treated as absent.
+
+var _ store.Records = (*memStore)(nil)
+
+func recordLive(r store.Record, now time.Time) bool {
+	return r.Expires.IsZero() || now.Before(r.Expires.Truncate(time.Microsecond))
+}
+
+func cloneRecord(r store.Record) *store.Record {
+	r.Value = bytes.Clone(r.Value)
+	if !r.Expires.IsZero() {
+		r.Expires = r.Expires.Truncate(time.Microsecond).UTC()
+	}
+	return &r
+}
+
+func (s *memStore) GetRecord(ctx context.Context, kind, id string) (*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	r, ok := s.records[[2]string{kind, id}]
+	if !ok || !recordLive(r, time.Now()) {
+		return nil, fmt.Errorf("get record %s/%s: %w", kind, id, store.ErrNotFound)
+	}
+	return cloneRecord(r), nil
+}
+
+func (s *memStore) PutRecord(ctx context.Context, r store.Record) error {
+	if err := r.Check(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	var cur int64
+	if old, ok := s.records[[2]string{r.Kind, r.ID}]; ok && recordLive(old, time.Now()) {
+		cur = old.Version
+	}
+	if cur != r.Version-1 {
+		return fmt.Errorf("put record %s/%s: current version %d: %w", r.Kind, r.ID, cur, store.ErrConflict)
+	}
+	if s.records == nil {
+		s.records = map[[2]string]store.Record{}
+	}
+	s.records[[2]string{r.Kind, r.ID}] = *cloneRecord(r)
+	return nil
+}
+
+func (s *memStore) ListRecords(ctx context.Context, kind string) ([]*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	now := time.Now()
+	var out []*store.Record
+	for k, r := range s.records {
+		if k[0] == kind && recordLive(r, now) {
+			out = append(out, cloneRecord(r))
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Record) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (s *memStore) DeleteRecord(ctx context.Context, kind, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.recMu.Lock()
+	defer s.recMu.Unlock()
+	delete(s.records, [2]string{kind, id})
+	return nil
 }

@@ -58,6 +58,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		{"Transact", transactTests},
 		{"Lifecycle", lifecycleTests},
 		{"Search", searchTests},
+		{"Records", recordsTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

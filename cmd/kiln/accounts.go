@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/kiln-fhir/kiln/fhirserver/auth"
+)
+
+// The account commands (users, machine clients, signing keys, tokens)
+// open the data folder's issuer in-process, as `kiln serve --data DIR`
+// would: they need the store and the master key, not a running server.
+
+func runUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError(stderr, "kiln admin user add|list|disable|enable")
+	}
+	fs := flag.NewFlagSet("kiln admin user "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	email := fs.String("email", "", "the user's email address")
+	role := fs.String("role", "", "one of "+strings.Join(auth.Roles, ", "))
+	scopes := fs.String("scopes", "", "space-separated scopes the user's tokens may carry")
+	fhirUser := fs.String("fhir-user", "", "optional FHIR reference of the user (e.g. Practitioner/123)")
+	passwordStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	a, err := openAccounts(ctx, *data, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	users := a.auth.Users
+	switch args[0] {
+	case "add":
+		if *email == "" || *role == "" || !*passwordStdin {
+			return usageError(stderr, "kiln admin user add --data DIR --email E --role R --scopes \"…\" --password-stdin")
+		}
+		line, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return fmt.Errorf("reading the password from standard input: %w", err)
+		}
+		u, err := users.Add(ctx, *email, *role, *scopes, *fhirUser, strings.TrimRight(line, "\r\n"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added user %s (id %s, role %s, scopes %q)\n", u.Email, u.ID, u.Role, u.Scopes)
+		return nil
+	case "list":
+		list, err := users.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EMAIL\tID\tROLE\tSTATE\tSCOPES")
+		for _, u := range list {
+			state := "active"
+			if u.Disabled {
+				state = "disabled"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Email, u.ID, u.Role, state, u.Scopes)
+		}
+		return tw.Flush()
+	case "disable", "enable":
+		if *email == "" {
+			return usageError(stderr, "kiln admin user "+args[0]+" --data DIR --email E")
+		}
+		if err := users.SetDisabled(ctx, *email, args[0] == "disable"); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "user %s %sd\n", *email, args[0])
+		return nil
+	}
+	return usageError(stderr, "kiln admin user add|list|disable|enable")
+}
+
+func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError(stderr, "kiln admin client add|rotate|list")
+	}
+	fs := flag.NewFlagSet("kiln admin client "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	name := fs.String("name", "", "the client's name")
+	scopes := fs.String("scopes", "", "space-separated scopes the client may ask for")
+	jwksFile := fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
+	id := fs.String("id", "", "the client id")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	a, err := openAccounts(ctx, *data, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	clients := a.auth.Clients
+	switch args[0] {
+	case "add":
+		if *name == "" || *scopes == "" {
+			return usageError(stderr, "kiln admin client add --data DIR --name N --scopes \"…\" [--jwks FILE]")
+		}
+		var jwks []byte
+		if *jwksFile != "" {
+			if jwks, err = os.ReadFile(*jwksFile); err != nil {
+				return err
+			}
+		}
+		cl, secret, err := clients.Add(ctx, *name, *scopes, jwks)
+		if err != nil {
+			return err
+		}
+		a.auth.Record(ctx, auth.Event{Action: "client-issue", Subject: "client/" + cl.ID, Success: true})
+		fmt.Fprintf(stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it expires on %s)\n",
+			cl.ID, secret, cl.Secrets[0].Expires.Format("2006-01-02"))
+		return nil
+	case "rotate":
+		if *id == "" {
+			return usageError(stderr, "kiln admin client rotate --data DIR --id ID")
+		}
+		secret, err := clients.Rotate(ctx, *id)
+		if err != nil {
+			return err
+		}
+		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
+		fmt.Fprintf(stdout, "client_secret: %s\n(the previous secret keeps working for %s, at most until it expires)\n", secret, clients.Overlap)
+		return nil
+	case "list":
+		list, err := clients.List(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tSECRETS\tSCOPES")
+		for _, c := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.ID, c.Name, len(c.Secrets), c.Scopes)
+		}
+		return tw.Flush()
+	}
+	return usageError(stderr, "kiln admin client add|rotate|list")
+}
+
+func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rotate" {
+		return usageError(stderr, "kiln admin keys rotate --data DIR")
+	}
+	fs := flag.NewFlagSet("kiln admin keys rotate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	a, err := openAccounts(ctx, *data, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.auth.Keys.Rotate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "a new signing key is published now and signs from %s on; the current one verifies until its last token expires\n",
+		a.auth.Keys.Lead)
+	return nil
+}
+
+// runToken is `kiln admin token`: a token minted directly from the data
+// folder's keys (for load tests and scripts on the server's machine).
+func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kiln admin token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	scopes := fs.String("scopes", "", "space-separated scopes (default: every scope, role admin)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	a, err := openAccounts(ctx, *data, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	var tok string
+	if *scopes == "" {
+		tok, err = a.adminToken(ctx)
+	} else {
+		g, rejected := auth.ParseScopes(*scopes)
+		if len(rejected) > 0 {
+			return fmt.Errorf("unknown scopes: %s", strings.Join(rejected, " "))
+		}
+		tok, _, err = a.auth.Tokens.Issue(ctx, "system/kiln-admin-cli", "", "", "", g.String())
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// openAccounts opens the data folder's server in-process.
+func openAccounts(ctx context.Context, data string, stderr io.Writer) (*app, error) {
+	if _, err := os.Stat(data); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	cfg, err := parseServeConfig([]string{"--data", data}, os.LookupEnv, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return openApp(ctx, cfg, slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+func usageError(stderr io.Writer, usage string) error {
+	fmt.Fprintf(stderr, "usage: %s\n", usage)
+	return errUsage
+}

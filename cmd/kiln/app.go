@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/crypt"
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/legacyapi"
+)
+
+// app is the server of one configuration: its store, its token issuer and
+// the HTTP handler over both. `kiln serve` serves it; the admin commands
+// use it in-process.
+type app struct {
+	store   kilnStore
+	auth    *auth.Service
+	fhir    *fhirserver.Server
+	handler http.Handler
+	logger  *slog.Logger
+}
+
+// openApp opens the store and assembles the server on it.
+func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app, err error) {
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	keyring, err := crypt.LoadKeyring(cfg.DataDir, os.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("the master key: %w", err)
+	}
+	svc, err := auth.NewService(ctx, auth.Config{Records: st, Sealer: keyring, Issuer: cfg.BaseURL, Audience: cfg.BaseURL + "/fhir"})
+	if err != nil {
+		return nil, err
+	}
+	fhir, err := newFHIRServer(cfg, st, logger)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{store: st, auth: svc, fhir: fhir, logger: logger}
+	a.handler = a.routes(cfg)
+	return a, nil
+}
+
+// Close closes the store, logging a failure: by then the command's outcome
+// is decided.
+func (a *app) Close() {
+	if err := a.store.Close(); err != nil {
+		a.logger.Error("closing the store", "err", err)
+	}
+}
+
+// routes assembles every route behind the one middleware chain; the
+// bearer-token check runs inside it, so refused requests are logged too.
+func (a *app) routes(cfg serveConfig) http.Handler {
+	r := mux.NewRouter().SkipClean(true)
+	r.Use(httpserver.LabelRoute)
+	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := a.store.Ping(ctx); err != nil {
+			a.logger.Warn("readiness check failed", "err", err)
+			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the store is not reachable")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ready"}`)
+	}).Methods(http.MethodGet, http.MethodHead)
+	// Before the FHIR routes: /fhir/.well-known/… would match /fhir/{type}/{id}.
+	r.Handle("/auth/login", legacyapi.Login(a.auth)).Methods(http.MethodPost)
+	a.auth.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
+	a.fhir.Register(r, "/fhir")
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no endpoint at "+r.URL.Path)
+	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+	return httpserver.Chain(a.auth.Require(r), a.logger, cfg.MaxBundleBytes+1)
+}
+
+// adminToken is a token with every scope and the admin role, for the
+// in-process admin commands (they hold the data folder, hence the keys).
+func (a *app) adminToken(ctx context.Context) (string, error) {
+	tok, _, err := a.auth.Tokens.Issue(ctx, "system/kiln-admin-cli", auth.RoleAdmin, "", "", auth.AllScopes(auth.ContextSystem).String())
+	return tok, err
+}
+
+// cachedToken reuses a minted token for half its lifetime: a long run
+// outlives a token's hour, and signing one per request would cost an RSA
+// signature each.
+func cachedToken(mint func(context.Context) (string, error)) func(context.Context) (string, error) {
+	var mu sync.Mutex
+	var tok string
+	var at time.Time
+	return func(ctx context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if tok == "" || time.Since(at) > auth.TokenLifetime/2 {
+			t, err := mint(ctx)
+			if err != nil {
+				return "", err
+			}
+			tok, at = t, time.Now()
+		}
+		return tok, nil
+	}
+}
+
+// firstAdmin creates the first user when there is none: an admin with
+// every scope, from KILN_ADMIN_EMAIL and KILN_ADMIN_PASSWORD or with a
+// random password. It returns the credentials to print (password "" when
+// it came from the environment), or ok=false when users exist.
+func firstAdmin(ctx context.Context, users *auth.Users, env lookupEnv) (email, password string, ok bool, err error) {
+	existing, err := users.List(ctx)
+	if err != nil || len(existing) > 0 {
+		return "", "", false, err
+	}
+	email, password = "admin@kiln.local", ""
+	if v, set := env("KILN_ADMIN_EMAIL"); set && v != "" {
+		email = v
+	}
+	fromEnv := false
+	if v, set := env("KILN_ADMIN_PASSWORD"); set && v != "" {
+		password, fromEnv = v, true
+	} else {
+		b := make([]byte, 18)
+		if _, err := rand.Read(b); err != nil {
+			return "", "", false, err
+		}
+		password = base64.RawURLEncoding.EncodeToString(b)
+	}
+	_, err = users.Add(ctx, email, auth.RoleAdmin, auth.AllScopes(auth.ContextUser).String(), "", password)
+	if errors.Is(err, auth.ErrExists) {
+		return "", "", false, nil // another instance won the race
+	}
+	if err != nil {
+		return "", "", false, fmt.Errorf("creating the first admin: %w", err)
+	}
+	if fromEnv {
+		password = ""
+	}
+	return email, password, true, nil
+}

@@ -1,0 +1,336 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+)
+
+// Public paths answer without a token; every other request needs one.
+var publicPaths = map[string]bool{
+	"/auth/login":                           true,
+	"/auth/token":                           true,
+	"/auth/revoke":                          true,
+	"/.well-known/jwks.json":                true,
+	"/.well-known/openid-configuration":     true,
+	"/fhir/.well-known/smart-configuration": true,
+	"/fhir/metadata":                        true,
+	"/livez":                                true,
+	"/readyz":                               true,
+}
+
+// IsPublic reports whether path is served without a token.
+func IsPublic(path string) bool { return publicPaths[path] }
+
+// Require authenticates every non-public request by its bearer token and
+// puts the principal in the request context. A missing or bad token is a
+// 401 with WWW-Authenticate (an OperationOutcome under /fhir, the JSON
+// error body elsewhere); the token itself is never logged or echoed.
+func (s *Service) Require(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsPublic(r.URL.Path) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		raw, ok := bearer(r)
+		if !ok {
+			unauthorized(w, r, "a bearer token is required")
+			return
+		}
+		p, err := s.Authenticate(r.Context(), raw)
+		if err != nil {
+			var te *TokenError
+			if errors.As(err, &te) {
+				unauthorized(w, r, te.Reason)
+				return
+			}
+			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+func unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	if IsFHIRPath(r.URL.Path) {
+		w.Header().Set("Content-Type", "application/fhir+json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write(outcome.New(http.StatusUnauthorized, "login", "authentication required: "+reason).Resource())
+		return
+	}
+	httpserver.WriteError(w, http.StatusUnauthorized, "unauthorized", "authentication required: "+reason)
+}
+
+// IsFHIRPath: the FHIR API answers errors with OperationOutcomes.
+func IsFHIRPath(path string) bool { return path == "/fhir" || strings.HasPrefix(path, "/fhir/") }
+
+// ClientIP is the address a request came from (the TCP peer: Kiln does not
+// trust forwarding headers it cannot verify).
+func ClientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Routes registers the OAuth2/OIDC endpoints through handle (a router's
+// method-and-path registration).
+func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
+	handle(http.MethodPost, "/auth/token", s.limited(http.HandlerFunc(s.token)))
+	handle(http.MethodPost, "/auth/revoke", s.limited(http.HandlerFunc(s.revoke)))
+	handle(http.MethodPost, "/auth/introspect", s.limited(http.HandlerFunc(s.introspect)))
+	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
+	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
+	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
+	handle(http.MethodGet, "/fhir/.well-known/smart-configuration", http.HandlerFunc(s.smartConfiguration))
+}
+
+// Limited applies the per-IP rate limit of /auth endpoints: 429 with
+// Retry-After when exceeded.
+func (s *Service) Limited(next http.Handler) http.Handler { return s.limited(next) }
+
+func (s *Service) limited(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ok, wait := s.Throttle.Allow(ClientIP(r)); !ok {
+			TooMany(w, wait)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// TooMany answers 429 with Retry-After (whole seconds, at least 1).
+func TooMany(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
+	httpserver.WriteError(w, http.StatusTooManyRequests, "too_many_requests", "too many requests; retry later")
+}
+
+// oauthError is the RFC 6749 §5.2 error body.
+func oauthError(w http.ResponseWriter, status int, code, description string) {
+	noStore(w)
+	if code == "invalid_client" {
+		w.Header().Set("WWW-Authenticate", `Basic realm="kiln"`)
+	}
+	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+}
+
+func noStore(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// WriteToken answers a token request (no-store, as RFC 6749 requires).
+func WriteToken(w http.ResponseWriter, resp *TokenResponse) {
+	noStore(w)
+	writeJSON(w, http.StatusOK, resp)
+}
+
+const maxFormBytes = 64 << 10
+
+func parseForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") || r.ParseForm() != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
+		return false
+	}
+	return true
+}
+
+// token is POST /auth/token: client_credentials (client_secret_basic,
+// client_secret_post, private_key_jwt) and refresh_token.
+func (s *Service) token(w http.ResponseWriter, r *http.Request) {
+	if !parseForm(w, r) {
+		return
+	}
+	ctx, ip := r.Context(), ClientIP(r)
+	switch r.PostForm.Get("grant_type") {
+	case "client_credentials":
+		cl, err := s.authenticateClient(r)
+		if errors.Is(err, ErrInvalidClient) {
+			s.audit(ctx, Event{Action: "token", IP: ip, Reason: "client authentication failed"})
+			oauthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+			return
+		}
+		if err != nil {
+			oauthError(w, http.StatusInternalServerError, "server_error", "the client could not be checked")
+			return
+		}
+		resp, err := s.ClientToken(ctx, cl, r.PostForm.Get("scope"), ip)
+		var se *ScopeError
+		if errors.As(err, &se) {
+			oauthError(w, http.StatusBadRequest, "invalid_scope", se.Error())
+			return
+		}
+		if err != nil {
+			oauthError(w, http.StatusInternalServerError, "server_error", "no token could be issued")
+			return
+		}
+		WriteToken(w, resp)
+	case "refresh_token":
+		resp, err := s.Refresh(ctx, r.PostForm.Get("refresh_token"), ip)
+		if errors.Is(err, ErrInvalidGrant) {
+			oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is invalid, expired, revoked or was already used")
+			return
+		}
+		if err != nil {
+			oauthError(w, http.StatusInternalServerError, "server_error", "no token could be issued")
+			return
+		}
+		WriteToken(w, resp)
+	case "":
+		oauthError(w, http.StatusBadRequest, "invalid_request", "grant_type is required")
+	default:
+		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "supported: client_credentials, refresh_token (users log in at /auth/login)")
+	}
+}
+
+const jwtBearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+// authenticateClient applies the one client authentication the request
+// uses; using two at once is refused.
+func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
+	ctx := r.Context()
+	id, secret, basic := r.BasicAuth()
+	form := r.PostForm
+	assertion := form.Get("client_assertion")
+	methods := 0
+	for _, used := range []bool{basic, form.Get("client_secret") != "", assertion != ""} {
+		if used {
+			methods++
+		}
+	}
+	if methods != 1 {
+		return nil, ErrInvalidClient
+	}
+	switch {
+	case basic:
+		return s.Clients.CheckSecret(ctx, id, secret)
+	case assertion != "":
+		if form.Get("client_assertion_type") != jwtBearer {
+			return nil, ErrInvalidClient
+		}
+		return s.Clients.CheckAssertion(ctx, assertion, form.Get("client_id"), s.TokenEndpoint)
+	default:
+		return s.Clients.CheckSecret(ctx, form.Get("client_id"), form.Get("client_secret"))
+	}
+}
+
+// revoke is RFC 7009: always 200, whether or not the token was valid.
+func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
+	if !parseForm(w, r) {
+		return
+	}
+	if tok := r.PostForm.Get("token"); tok != "" {
+		if err := s.RevokeToken(r.Context(), tok); err != nil {
+			oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be revoked")
+			return
+		}
+		s.audit(r.Context(), Event{Action: "revoke", IP: ClientIP(r), Success: true})
+	}
+	noStore(w)
+	w.WriteHeader(http.StatusOK)
+}
+
+// introspect is RFC 7662, for authenticated callers only (Require ran).
+func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
+	if !parseForm(w, r) {
+		return
+	}
+	noStore(w)
+	writeJSON(w, http.StatusOK, s.Introspect(r.Context(), r.PostForm.Get("token")))
+}
+
+// logout revokes the token the request presents (Require verified it).
+func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
+	p, ok := FromContext(r.Context())
+	if !ok {
+		unauthorized(w, r, "a bearer token is required")
+		return
+	}
+	if err := s.Tokens.Revoke(r.Context(), p.TokenID, p.Expiry); err != nil {
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be revoked")
+		return
+	}
+	s.audit(r.Context(), Event{Action: "logout", Subject: p.Subject, IP: ClientIP(r), Success: true})
+	noStore(w)
+	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
+}
+
+func (s *Service) jwks(w http.ResponseWriter, r *http.Request) {
+	set, err := s.Keys.JWKS(r.Context())
+	if err != nil {
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the key set could not be read")
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeJSON(w, http.StatusOK, set)
+}
+
+func (s *Service) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
+	iss := s.Tokens.Issuer
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                iss,
+		"jwks_uri":                              iss + "/.well-known/jwks.json",
+		"token_endpoint":                        iss + "/auth/token",
+		"revocation_endpoint":                   iss + "/auth/revoke",
+		"introspection_endpoint":                iss + "/auth/introspect",
+		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
+		"token_endpoint_auth_signing_alg_values_supported": []string{"RS384", "ES384", "RS256", "ES256"},
+		"id_token_signing_alg_values_supported":            []string{"RS256"},
+		"response_types_supported":                         []string{"token"},
+		"subject_types_supported":                          []string{"public"},
+		"scopes_supported":                                 ScopesSupported(),
+	})
+}
+
+func (s *Service) smartConfiguration(w http.ResponseWriter, r *http.Request) {
+	iss := s.Tokens.Issuer
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer":                                iss,
+		"jwks_uri":                              iss + "/.well-known/jwks.json",
+		"token_endpoint":                        iss + "/auth/token",
+		"revocation_endpoint":                   iss + "/auth/revoke",
+		"introspection_endpoint":                iss + "/auth/introspect",
+		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
+		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
+		"token_endpoint_auth_signing_alg_values_supported": []string{"RS384", "ES384", "RS256", "ES256"},
+		"scopes_supported": ScopesSupported(),
+		"capabilities":     []string{"client-confidential-asymmetric", "client-confidential-symmetric", "permission-v1", "permission-v2"},
+	})
+}
+
+// ScopesSupported are the scopes the discovery documents advertise: the
+// platform's, the accepted non-data ones, and the SMART wildcard forms
+// (any resource type may replace *, and v1 .read/.write/.* are accepted).
+func ScopesSupported() []string {
+	out := append([]string{}, platformNames[:]...)
+	out = append(out, metaNames[:]...)
+	return append(out, "patient/*.rs", "user/*.cruds", "system/*.cruds")
+}

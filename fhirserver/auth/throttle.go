@@ -1,0 +1,153 @@
+package auth
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Throttle slows down password guessing and floods of /auth requests, in
+// memory (per instance):
+//
+//   - per account: after freeFailures failed logins, each further attempt
+//     waits 2^(n-freeFailures) seconds after the last failure, up to
+//     maxAccountDelay; a success resets it. There is no lock-out, so an
+//     attacker cannot lock a user out for longer than that delay.
+//   - per client IP: the same back-off on failed logins from that address
+//     (with a higher allowance: offices share addresses), and a token
+//     bucket on every /auth request.
+type Throttle struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	accounts map[string]*failures
+	ips      map[string]*failures
+	buckets  map[string]*bucket
+	swept    time.Time
+}
+
+type failures struct {
+	n    int
+	last time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+const (
+	freeFailures      = 3
+	freeIPFailures    = 20
+	maxAccountDelay   = 15 * time.Minute
+	bucketRate        = 2.0 // /auth requests per second and IP, sustained
+	bucketBurst       = 30.0
+	forgetAfter       = time.Hour
+	sweepEvery        = 5 * time.Minute
+	maxTrackedEntries = 100_000
+)
+
+// NewThrottle returns a throttle on the clock now.
+func NewThrottle(now func() time.Time) *Throttle {
+	return &Throttle{now: now, accounts: map[string]*failures{}, ips: map[string]*failures{}, buckets: map[string]*bucket{}}
+}
+
+// delay is how long after its last failure an entry must wait.
+func (f *failures) delay(free int) time.Duration {
+	if f == nil || f.n < free {
+		return 0
+	}
+	exp := f.n - free
+	if exp > 20 {
+		exp = 20
+	}
+	d := time.Duration(math.Pow(2, float64(exp))) * time.Second
+	return min(d, maxAccountDelay)
+}
+
+// LoginWait is how long a login for account from ip must wait (0: go
+// ahead).
+func (t *Throttle) LoginWait(account, ip string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	wait := time.Duration(0)
+	if f := t.accounts[account]; f != nil {
+		wait = max(wait, f.last.Add(f.delay(freeFailures)).Sub(now))
+	}
+	if f := t.ips[ip]; f != nil {
+		wait = max(wait, f.last.Add(f.delay(freeIPFailures)).Sub(now))
+	}
+	return max(wait, 0)
+}
+
+// Failed records a failed login.
+func (t *Throttle) Failed(account, ip string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	t.sweep(now)
+	for m, k := range map[*map[string]*failures]string{&t.accounts: account, &t.ips: ip} {
+		f := (*m)[k]
+		if f == nil {
+			if len(*m) >= maxTrackedEntries {
+				continue
+			}
+			f = &failures{}
+			(*m)[k] = f
+		}
+		f.n++
+		f.last = now
+	}
+}
+
+// Succeeded clears the account's failures.
+func (t *Throttle) Succeeded(account string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.accounts, account)
+}
+
+// Allow takes a token from ip's bucket; when it is empty it returns how
+// long until the next token.
+func (t *Throttle) Allow(ip string) (bool, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	t.sweep(now)
+	b := t.buckets[ip]
+	if b == nil {
+		if len(t.buckets) >= maxTrackedEntries {
+			return false, time.Second
+		}
+		b = &bucket{tokens: bucketBurst, at: now}
+		t.buckets[ip] = b
+	}
+	b.tokens = min(bucketBurst, b.tokens+now.Sub(b.at).Seconds()*bucketRate)
+	b.at = now
+	if b.tokens < 1 {
+		return false, time.Duration((1 - b.tokens) / bucketRate * float64(time.Second))
+	}
+	b.tokens--
+	return true, 0
+}
+
+// sweep forgets entries idle for forgetAfter, so memory stays bounded.
+func (t *Throttle) sweep(now time.Time) {
+	if now.Sub(t.swept) < sweepEvery {
+		return
+	}
+	t.swept = now
+	for _, m := range []map[string]*failures{t.accounts, t.ips} {
+		for k, f := range m {
+			if now.Sub(f.last) > forgetAfter {
+				delete(m, k)
+			}
+		}
+	}
+	for k, b := range t.buckets {
+		if now.Sub(b.at) > forgetAfter {
+			delete(t.buckets, k)
+		}
+	}
+}

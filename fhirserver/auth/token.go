@@ -1,0 +1,186 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// TokenLifetime is the platform's access token lifetime.
+const TokenLifetime = 3600 * time.Second
+
+// accessTokenType is the JOSE typ of access tokens (RFC 9068); an ID
+// token or any other JWT signed by the same keys is not accepted as one.
+const accessTokenType = "at+jwt"
+
+// clockSkew is the leeway on exp, iat and nbf.
+const clockSkew = 30 * time.Second
+
+// Claims are the claims of a Kiln access token.
+type Claims struct {
+	Issuer   string           `json:"iss"`
+	Subject  string           `json:"sub"`
+	Audience jwt.Audience     `json:"aud"`
+	Expiry   *jwt.NumericDate `json:"exp"`
+	IssuedAt *jwt.NumericDate `json:"iat"`
+	ID       string           `json:"jti"`
+	Scope    string           `json:"scope"`
+	Role     string           `json:"role,omitempty"`
+	FHIRUser string           `json:"fhirUser,omitempty"`
+	ClientID string           `json:"client_id,omitempty"`
+}
+
+// TokenError is a token that must not be accepted; Reason is safe to
+// show the client (it never echoes the token).
+type TokenError struct{ Reason string }
+
+func (e *TokenError) Error() string { return "invalid token: " + e.Reason }
+
+func invalid(format string, a ...any) error { return &TokenError{Reason: fmt.Sprintf(format, a...)} }
+
+const revokedKind = "revoked-jti"
+
+// Tokens issues and verifies access tokens.
+type Tokens struct {
+	Keys     *Keys
+	Issuer   string // iss, the server's base URL
+	Audience string // aud, the FHIR base URL
+	records  store.Records
+	now      func() time.Time
+}
+
+// NewTokens returns the token service of issuer for audience.
+func NewTokens(keys *Keys, records store.Records, issuer, audience string, now func() time.Time) *Tokens {
+	return &Tokens{Keys: keys, Issuer: issuer, Audience: audience, records: records, now: now}
+}
+
+// Issue signs an access token for sub with the given scope; role, fhirUser
+// and clientID are optional.
+func (t *Tokens) Issue(ctx context.Context, sub, role, fhirUser, clientID, scope string) (string, Claims, error) {
+	key, err := t.Keys.signer(ctx)
+	if err != nil {
+		return "", Claims{}, err
+	}
+	now := t.now()
+	c := Claims{Issuer: t.Issuer, Subject: sub, Audience: jwt.Audience{t.Audience},
+		Expiry: jwt.NewNumericDate(now.Add(TokenLifetime)), IssuedAt: jwt.NewNumericDate(now),
+		ID: randomID(), Scope: scope, Role: role, FHIRUser: fhirUser, ClientID: clientID}
+	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key.priv},
+		(&jose.SignerOptions{}).WithType(accessTokenType).WithHeader(jose.HeaderKey("kid"), key.KID))
+	if err != nil {
+		return "", Claims{}, fmt.Errorf("auth: signer: %w", err)
+	}
+	raw, err := jwt.Signed(sig).Claims(c).Serialize()
+	if err != nil {
+		return "", Claims{}, fmt.Errorf("auth: sign token: %w", err)
+	}
+	return raw, c, nil
+}
+
+// maxTokenBytes bounds what Verify parses.
+const maxTokenBytes = 8 << 10
+
+// Verify checks a token completely before reading any claim from it: the
+// RS256 signature by a published key, typ at+jwt, iss, aud, a required exp
+// (and iat not in the future), a jti that is not revoked. Any failure is a
+// *TokenError.
+func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
+	if len(raw) > maxTokenBytes {
+		return nil, invalid("too long")
+	}
+	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return nil, invalid("not an RS256-signed JWT")
+	}
+	if len(tok.Headers) != 1 {
+		return nil, invalid("one signature expected")
+	}
+	h := tok.Headers[0]
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); !strings.EqualFold(typ, accessTokenType) && !strings.EqualFold(typ, "application/"+accessTokenType) {
+		return nil, invalid("not an access token (typ %q)", typ)
+	}
+	if h.KeyID == "" {
+		return nil, invalid("no key id")
+	}
+	pub, err := t.Keys.verificationKey(ctx, h.KeyID)
+	if err != nil {
+		var te *TokenError
+		if errors.As(err, &te) || strings.HasPrefix(err.Error(), "unknown key id") {
+			return nil, invalid("unknown signing key")
+		}
+		return nil, err
+	}
+	var c Claims
+	if err := tok.Claims(pub, &c); err != nil {
+		return nil, invalid("bad signature")
+	}
+	// Claims are read only now, after the signature checked out.
+	switch {
+	case c.Expiry == nil:
+		return nil, invalid("no exp")
+	case c.ID == "":
+		return nil, invalid("no jti")
+	case c.Subject == "":
+		return nil, invalid("no sub")
+	}
+	now := t.now()
+	if now.After(c.Expiry.Time().Add(clockSkew)) {
+		return nil, invalid("expired")
+	}
+	if c.IssuedAt != nil && c.IssuedAt.Time().After(now.Add(clockSkew)) {
+		return nil, invalid("issued in the future")
+	}
+	if c.Issuer != t.Issuer {
+		return nil, invalid("wrong issuer")
+	}
+	if !c.Audience.Contains(t.Audience) {
+		return nil, invalid("wrong audience")
+	}
+	revoked, err := t.Revoked(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	if revoked {
+		return nil, invalid("revoked")
+	}
+	return &c, nil
+}
+
+// Revoke denies the token id jti until exp (when the token would have
+// expired anyway, so the list stays small).
+func (t *Tokens) Revoke(ctx context.Context, jti string, exp time.Time) error {
+	err := t.records.PutRecord(ctx, store.Record{Kind: revokedKind, ID: jti, Version: 1, Value: []byte{1}, Expires: exp.Add(clockSkew)})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // already revoked
+	}
+	return err
+}
+
+// Revoked reports whether jti is on the deny list.
+func (t *Tokens) Revoked(ctx context.Context, jti string) (bool, error) {
+	_, err := t.records.GetRecord(ctx, revokedKind, jti)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("auth: revocation list: %w", err)
+}
+
+func randomID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return hex.EncodeToString(b)
+}
