@@ -28,6 +28,8 @@ const adminUsage = `Usage:
       issues a new secret, the old one keeps working for 7 days
   kiln admin keys rotate --data DIR
       publish a new token signing key; it signs 10 minutes later
+  kiln admin audit verify --data DIR
+      check the hash chain of the audit trail; reports the first broken record
   kiln admin token --data DIR [--scopes "…"]
       print an access token minted from the data folder's keys (every scope
       and role admin by default), for scripts and load tests
@@ -54,6 +56,8 @@ func runAdmin(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return runKeys(ctx, args[1:], stdout, stderr)
 	case "token":
 		return runToken(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return runAudit(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, adminUsage)
 		return nil

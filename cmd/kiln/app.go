@@ -16,9 +16,11 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/legacyapi"
 )
 
@@ -27,6 +29,8 @@ import (
 // use it in-process.
 type app struct {
 	store   kilnStore
+	audit   store.Store // the audit partition
+	rec     *audit.Recorder
 	auth    *auth.Service
 	fhir    *fhirserver.Server
 	handler http.Handler
@@ -57,6 +61,14 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 		return nil, err
 	}
 	a := &app{store: st, auth: svc, fhir: fhir, logger: logger}
+	if a.audit, err = openAuditStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if a.rec, err = newRecorder(ctx, a.audit, a); err != nil {
+		a.audit.Close()
+		return nil, err
+	}
+	svc.Audit = func(ctx context.Context, e auth.Event) { _ = a.rec.Record(context.WithoutCancel(ctx), authEvent(e)) }
 	a.handler = a.routes(cfg)
 	return a, nil
 }
@@ -64,6 +76,14 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 // Close closes the store, logging a failure: by then the command's outcome
 // is decided.
 func (a *app) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.rec.Close(ctx); err != nil {
+		a.logger.Error("flushing the audit trail", "err", err)
+	}
+	if err := a.audit.Close(); err != nil {
+		a.logger.Error("closing the audit store", "err", err)
+	}
 	if err := a.store.Close(); err != nil {
 		a.logger.Error("closing the store", "err", err)
 	}
@@ -73,7 +93,7 @@ func (a *app) Close() {
 // bearer-token check runs inside it, so refused requests are logged too.
 func (a *app) routes(cfg serveConfig) http.Handler {
 	r := mux.NewRouter().SkipClean(true)
-	r.Use(httpserver.LabelRoute)
+	r.Use(httpserver.LabelRoute, auditRequests(a.rec))
 	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -58,7 +60,7 @@ func send(t *testing.T, client *http.Client, method, url, token, contentType str
 // Patient; a token with only patients:read cannot (403); no token is a
 // 401; and the JWKS verifies the token with a standard JWT library.
 func TestServeAuthAcceptance(t *testing.T) {
-	addr, client, out, _ := startServe(t)
+	addr, client, out, stop := startServe(t)
 	base := "https://" + addr
 
 	m := regexp.MustCompile(`email:\s+(\S+)\s+password:\s+(\S+)`).FindStringSubmatch(out.String())
@@ -137,6 +139,31 @@ func TestServeAuthAcceptance(t *testing.T) {
 	}
 	if claims.Issuer != base || !claims.Audience.Contains(base+"/fhir") {
 		t.Errorf("claims iss %q aud %v", claims.Issuer, claims.Audience)
+	}
+
+	// Every interaction above was audited, in an intact chain that holds
+	// no token, password or email address.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var verify bytes.Buffer
+	if err := run(context.Background(), []string{"admin", "audit", "verify", "--data", data}, nil, &verify, &verify); err != nil ||
+		!strings.Contains(verify.String(), "intact") {
+		t.Errorf("audit verify: %v\n%s", err, verify.String())
+	}
+	n := regexp.MustCompile(`chain of (\d+) records`).FindStringSubmatch(verify.String())
+	// Two logins, metadata, two creates (one refused), one search.
+	if n == nil || n[1] < "6" && len(n[1]) == 1 {
+		t.Errorf("audit trail: %q, want at least 6 records", verify.String())
+	}
+	raw, err := os.ReadFile(filepath.Join(data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{admin, reader, m[2], m[1], "reader@example.org", "a long reader password"} {
+		if bytes.Contains(raw, []byte(secret)) {
+			t.Errorf("the audit store holds a secret or an email address: %.20q…", secret)
+		}
 	}
 }
 

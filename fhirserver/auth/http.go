@@ -48,6 +48,7 @@ func (s *Service) Require(next http.Handler) http.Handler {
 		if err != nil {
 			var te *TokenError
 			if errors.As(err, &te) {
+				s.audit(r.Context(), Event{Action: "bearer", IP: ClientIP(r), Reason: te.Reason})
 				unauthorized(w, r, te.Reason)
 				return
 			}

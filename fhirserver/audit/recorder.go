@@ -1,0 +1,465 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// ErrClosed is returned by Record after Close.
+var ErrClosed = errors.New("audit: recorder closed")
+
+// Source is the observer of the events: the server that records them.
+type Source struct {
+	Observer string // source.observer.display, e.g. "kiln"
+	Site     string // source.site, e.g. the instance or host name
+}
+
+// Options configure a Recorder. The zero value is usable.
+type Options struct {
+	// QueueSize bounds the events held in memory, queued or being written
+	// (default 4096). Record waits while it is reached.
+	QueueSize int
+	// BatchSize is the most events written in one transaction (default
+	// 1000, at most QueueSize). A full batch is written at once.
+	BatchSize int
+	// FlushInterval is the longest an event waits before it is written
+	// (default 1 s).
+	FlushInterval time.Duration
+	// Source names this server in every event (default observer "kiln").
+	Source Source
+	// Logger receives write failures and retries, with counts only
+	// (default slog.Default()).
+	Logger *slog.Logger
+	// RetryMin and RetryMax bound the back-off after a failed write
+	// (defaults 100 ms and 10 s).
+	RetryMin, RetryMax time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Recorder appends AuditEvents to the audit partition. It is safe for
+// concurrent use.
+type Recorder struct {
+	st    store.Store
+	opts  Options
+	log   *slog.Logger
+	batch int
+
+	mu          sync.Mutex
+	queue       [][]byte      // accepted events' elements, not yet taken by the writer
+	inflight    int           // taken by the writer, not yet durable
+	enq, done   int64         // events accepted / durable, in order
+	flushTarget int64         // Flush wants done >= flushTarget
+	closing     bool          // Close was called
+	space       chan struct{} // closed (and replaced) when events become durable
+	progress    chan struct{} // closed (and replaced) when done advances
+	head        chainFields   // last durable record (Hash set)
+
+	wake    chan struct{} // nudges the writer; capacity 1
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped chan struct{}
+
+	// Writer-goroutine state.
+	tail   tail
+	noTx   bool
+	wrote  int64 // writes committed, for logs
+	failed bool  // the last attempt failed (logs the recovery)
+}
+
+// tail is the newest record of the chain as the writer knows it.
+type tail struct {
+	seq         int64
+	hash        string
+	lastUpdated time.Time
+}
+
+// NewRecorder starts a recorder on st, continuing the chain found there.
+func NewRecorder(ctx context.Context, st store.Store, opts Options) (*Recorder, error) {
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 4096
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = time.Second
+	}
+	if opts.Source.Observer == "" {
+		opts.Source.Observer = "kiln"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RetryMin <= 0 {
+		opts.RetryMin = 100 * time.Millisecond
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = max(10*time.Second, opts.RetryMin)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	t, err := readTail(ctx, st)
+	if err != nil {
+		return nil, fmt.Errorf("audit: find the chain's tail: %w", err)
+	}
+	r := &Recorder{
+		st:       st,
+		opts:     opts,
+		log:      opts.Logger,
+		batch:    min(opts.BatchSize, opts.QueueSize),
+		queue:    make([][]byte, 0, opts.QueueSize),
+		space:    make(chan struct{}),
+		progress: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		stopped:  make(chan struct{}),
+		tail:     t,
+		head:     chainFields{Seq: t.seq, Hash: t.hash},
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	go r.run()
+	return r, nil
+}
+
+// readTail finds the newest version-1 chained AuditEvent in st. Versions
+// other than 1 (tampering, which Verify reports) are skipped.
+func readTail(ctx context.Context, st store.Store) (tail, error) {
+	q := store.HistoryQuery{Type: "AuditEvent", Count: 1}
+	for {
+		page, err := st.History(ctx, q)
+		if err != nil {
+			return tail{}, err
+		}
+		for _, v := range page.Versions {
+			if v.Version != 1 || v.Deleted {
+				continue
+			}
+			rec, err := parseRecord(v.Body)
+			if err != nil {
+				return tail{}, fmt.Errorf("newest AuditEvent %s is not a chain record: %v", v.ID, err)
+			}
+			if _, err := chainHash(rec.Hash, nil); err != nil {
+				return tail{}, fmt.Errorf("newest AuditEvent %s: hash: %v", v.ID, err)
+			}
+			return tail{seq: rec.Seq, hash: rec.Hash, lastUpdated: v.LastUpdated}, nil
+		}
+		if page.Next == "" {
+			return tail{hash: zeroHash}, nil
+		}
+		if q.Count == 1 {
+			// The newest version is not a chain record (an update or
+			// delete: tampering). Scan on in larger pages.
+			q = store.HistoryQuery{Type: "AuditEvent", Count: 100}
+			continue
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// Record queues e. It waits while the queue is full and returns ctx.Err()
+// if ctx ends first, or ErrClosed after Close. A nil error means the event
+// will be written (Flush waits until it is).
+func (r *Recorder) Record(ctx context.Context, e Event) error {
+	if e.Time.IsZero() {
+		e.Time = r.opts.Now()
+	}
+	elements := e.elements(r.opts.Source)
+	for {
+		r.mu.Lock()
+		if r.closing {
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		if len(r.queue)+r.inflight < r.opts.QueueSize {
+			r.queue = append(r.queue, elements)
+			r.enq++
+			full := len(r.queue) >= r.batch
+			r.mu.Unlock()
+			if full {
+				r.nudge()
+			}
+			return nil
+		}
+		wait := r.space
+		r.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Flush waits until every event recorded before the call is durable.
+func (r *Recorder) Flush(ctx context.Context) error {
+	r.mu.Lock()
+	target := r.enq
+	r.flushTarget = max(r.flushTarget, target)
+	r.mu.Unlock()
+	r.nudge()
+	return r.waitDone(ctx, target)
+}
+
+func (r *Recorder) waitDone(ctx context.Context, target int64) error {
+	for {
+		r.mu.Lock()
+		done, wait := r.done, r.progress
+		r.mu.Unlock()
+		if done >= target {
+			return nil
+		}
+		select {
+		case <-wait:
+		case <-r.stopped:
+			r.mu.Lock()
+			done = r.done
+			r.mu.Unlock()
+			if done >= target {
+				return nil
+			}
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Close stops accepting events, writes every queued one and stops the
+// writer. If ctx ends first, the writer is stopped anyway and the events
+// not yet written are lost (logged as a count); Close returns ctx.Err().
+// The store is not closed.
+func (r *Recorder) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		<-r.stopped
+		return nil
+	}
+	r.closing = true
+	target := r.enq
+	r.flushTarget = max(r.flushTarget, target)
+	close(r.space) // Records waiting for space see closing
+	r.space = make(chan struct{})
+	r.mu.Unlock()
+	r.nudge()
+	err := r.waitDone(ctx, target)
+	r.cancel()
+	<-r.stopped
+	if err != nil {
+		r.mu.Lock()
+		lost := r.enq - r.done
+		r.mu.Unlock()
+		r.log.Error("audit: recorder closed before all events were written", "unwritten", lost)
+	}
+	return err
+}
+
+// Head returns the sequence number and hash of the newest durable record
+// (0 and 64 zeros for an empty chain). Publishing it elsewhere (a log, a
+// metric) anchors the chain's tail, which Verify alone cannot protect.
+func (r *Recorder) Head() (seq int64, hash string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.head.Seq, r.head.Hash
+}
+
+func (r *Recorder) nudge() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the writer goroutine.
+func (r *Recorder) run() {
+	defer close(r.stopped)
+	tick := time.NewTicker(r.opts.FlushInterval)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		n := len(r.queue)
+		urgent := n >= r.batch || n > 0 && r.flushTarget > r.done
+		r.mu.Unlock()
+		if !urgent {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-r.wake:
+				continue
+			case <-tick.C:
+			}
+		}
+		if !r.writeBatch() {
+			return
+		}
+	}
+}
+
+// pendingWrite is one event being written and its record.
+type pendingWrite struct {
+	elements []byte // Event.elements
+	w        store.Write
+	c        chainFields
+}
+
+// writeBatch takes up to one batch off the queue and writes it, retrying
+// until it is durable. It reports false when the recorder is stopping
+// with the batch unwritten.
+func (r *Recorder) writeBatch() bool {
+	r.mu.Lock()
+	n := min(len(r.queue), r.batch)
+	if n == 0 {
+		r.mu.Unlock()
+		return true
+	}
+	batch := make([]pendingWrite, n)
+	for i := range batch {
+		batch[i].elements = r.queue[i]
+	}
+	m := copy(r.queue, r.queue[n:])
+	clear(r.queue[m:])
+	r.queue = r.queue[:m]
+	r.inflight = n
+	r.mu.Unlock()
+
+	r.build(batch)
+	delay := r.opts.RetryMin
+	for len(batch) > 0 {
+		k, err := r.commit(batch)
+		if k > 0 {
+			r.durable(batch[:k])
+			batch = batch[k:]
+		}
+		if err == nil {
+			if r.failed {
+				r.failed = false
+				r.log.Info("audit: writes recovered", "written", r.wrote)
+			}
+			continue
+		}
+		r.failed = true
+		conflict := errors.Is(err, store.ErrConflict)
+		r.log.Warn("audit: write failed; events kept for retry",
+			"pending", len(batch), "conflict", conflict, "retry_in", delay, "error", err)
+		if !conflict || delay > r.opts.RetryMin {
+			select {
+			case <-r.ctx.Done():
+				return false
+			case <-time.After(delay):
+			}
+		} else if r.ctx.Err() != nil {
+			return false
+		}
+		delay = min(2*delay, r.opts.RetryMax)
+		// The store may hold more of the chain than we know: a commit
+		// that reported an error after all, or another writer.
+		k, err = r.resync(batch)
+		if err != nil {
+			r.log.Warn("audit: cannot read the chain's tail", "error", err)
+			continue
+		}
+		if k > 0 {
+			r.durable(batch[:k])
+			batch = batch[k:]
+		}
+	}
+	return true
+}
+
+// build assigns seq numbers after r.tail and renders the records.
+func (r *Recorder) build(batch []pendingWrite) {
+	t := r.tail
+	now := r.opts.Now().UTC().Truncate(time.Microsecond)
+	for i := range batch {
+		// LastUpdated strictly increases along the chain, so that
+		// history's newest-first order is chain order on every backend.
+		lu := now
+		if next := t.lastUpdated.Add(time.Microsecond); lu.Before(next) {
+			lu = next.UTC()
+		}
+		seq := t.seq + 1
+		body, hash := seal(batch[i].elements, lu, seq, t.hash)
+		batch[i].w = store.Write{
+			Type: "AuditEvent", ID: idFor(seq), Version: 1,
+			LastUpdated: lu, Method: store.MethodCreate, Body: body,
+		}
+		batch[i].c = chainFields{Seq: seq, Prev: t.hash, Hash: hash}
+		t = tail{seq: seq, hash: hash, lastUpdated: lu}
+	}
+}
+
+// commit writes batch in one transaction, or with one Put each where the
+// store has no transactions; k is how many are durable.
+func (r *Recorder) commit(batch []pendingWrite) (k int, err error) {
+	ctx := r.ctx
+	if !r.noTx {
+		err := r.st.Transact(ctx, func(tx store.Tx) error {
+			for i := range batch {
+				if err := tx.Put(ctx, batch[i].w); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			return len(batch), nil
+		}
+		if !errors.Is(err, store.ErrTransactionsUnsupported) {
+			return 0, err
+		}
+		r.noTx = true
+		r.log.Info("audit: the store has no transactions; writing events one by one")
+	}
+	for i := range batch {
+		if err := r.st.Put(ctx, batch[i].w); err != nil {
+			return i, err
+		}
+	}
+	return len(batch), nil
+}
+
+// resync reads the store's tail after a failed write. If it is one of
+// batch's records, those up to it were written after all (k of them).
+// Otherwise, unless it is the tail the batch was built on, the rest of the
+// batch is rebuilt on it.
+func (r *Recorder) resync(batch []pendingWrite) (k int, err error) {
+	t, err := readTail(r.ctx, r.st)
+	if err != nil {
+		return 0, err
+	}
+	if t.seq == r.tail.seq && t.hash == r.tail.hash {
+		return 0, nil
+	}
+	for i := range batch {
+		if batch[i].c.Seq == t.seq && batch[i].c.Hash == t.hash {
+			return i + 1, nil
+		}
+	}
+	r.log.Warn("audit: the chain's tail moved (another writer?); re-chaining pending events", "pending", len(batch))
+	r.tail = t
+	r.build(batch)
+	return 0, nil
+}
+
+// durable records that ws were written.
+func (r *Recorder) durable(ws []pendingWrite) {
+	last := ws[len(ws)-1]
+	r.tail = tail{seq: last.c.Seq, hash: last.c.Hash, lastUpdated: last.w.LastUpdated}
+	r.wrote += int64(len(ws))
+	r.mu.Lock()
+	r.done += int64(len(ws))
+	r.inflight -= len(ws)
+	r.head = last.c
+	close(r.progress)
+	r.progress = make(chan struct{})
+	close(r.space)
+	r.space = make(chan struct{})
+	r.mu.Unlock()
+}

@@ -1,0 +1,303 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+func TestChainVerifies(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 1234} { // 1234: several batches and Verify pages
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			st := openStore(t)
+			opts := testOptions(t, nil)
+			opts.BatchSize = 100
+			r := newRecorder(t, st, opts)
+			recordN(t, r, 0, n)
+			var pages int
+			rep, err := Verify(context.Background(), st, func(int64) { pages++ })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.OK || rep.Checked != int64(n) || rep.Head != int64(n) {
+				t.Fatalf("report %+v, want OK with %d records", rep, n)
+			}
+			if want := max(1, (n+499)/500); pages != want {
+				t.Errorf("progress called %d times, want %d", pages, want)
+			}
+			if seq, hash := r.Head(); seq != int64(n) || len(hash) != 64 {
+				t.Errorf("Head() = %d, %s", seq, hash)
+			}
+			if n > 0 {
+				v, err := st.Read(context.Background(), "AuditEvent", idFor(int64(n)))
+				if err != nil || v.Version != 1 {
+					t.Fatalf("read tail: %v %v", v, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRestartContinuesChain(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	r1, err := NewRecorder(ctx, st, testOptions(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordN(t, r1, 0, 5)
+	if err := r1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, head := r1.Head()
+
+	r2 := newRecorder(t, st, testOptions(t, nil))
+	if seq, h := r2.Head(); seq != 5 || h != head {
+		t.Fatalf("restarted at %d %s, want 5 %s", seq, h, head)
+	}
+	recordN(t, r2, 5, 5)
+	v, err := st.Read(ctx, "AuditEvent", idFor(6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := parseRecord(v.Body)
+	if err != nil || rec.Seq != 6 || rec.Prev != head {
+		t.Fatalf("record 6: %+v %v, want prev %s", rec, err, head)
+	}
+	if rep := verify(t, st); !rep.OK || rep.Checked != 10 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestRecordWaitsWhenQueueFull(t *testing.T) {
+	ctx := context.Background()
+	base := openStore(t)
+	entered := make(chan struct{}, 100)
+	release := make(chan struct{})
+	st := txWrapper{Store: base, transact: func(ctx context.Context, fn func(store.Tx) error) error {
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return base.Transact(ctx, fn)
+	}}
+	opts := testOptions(t, nil)
+	opts.QueueSize, opts.BatchSize = 4, 4
+	r := newRecorder(t, st, opts)
+	for i := range 4 {
+		if err := r.Record(ctx, sampleEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-entered // the writer holds the 4 events, blocked in Transact
+
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := r.Record(short, sampleEvent(99)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Record on a full queue: %v, want a deadline error", err)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- r.Record(ctx, sampleEvent(4)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Record returned %v while the queue was full", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Record still waiting after the writer was released")
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify(t, base); !rep.OK || rep.Checked != 5 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestCloseFlushes(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	opts := testOptions(t, nil)
+	opts.FlushInterval = time.Hour
+	r, err := NewRecorder(ctx, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if err := r.Record(ctx, sampleEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := verify(t, st); rep.Checked != 0 {
+		t.Fatalf("written before the interval: %+v", rep)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify(t, st); !rep.OK || rep.Checked != 10 {
+		t.Fatalf("report %+v", rep)
+	}
+	if err := r.Record(ctx, sampleEvent(10)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close: %v", err)
+	}
+	if err := r.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestFlushInterval(t *testing.T) {
+	st := openStore(t)
+	opts := testOptions(t, nil)
+	opts.FlushInterval = 20 * time.Millisecond
+	r := newRecorder(t, st, opts)
+	if err := r.Record(context.Background(), sampleEvent(0)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for verify(t, st).Checked != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("event not written without Flush")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConcurrentRecord(t *testing.T) {
+	st := openStore(t)
+	opts := testOptions(t, nil)
+	opts.QueueSize, opts.BatchSize = 64, 50
+	r := newRecorder(t, st, opts)
+	const workers, each = 32, 100
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := r.Record(context.Background(), sampleEvent(w*each+i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%25 == 0 {
+					if err := r.Flush(context.Background()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify(t, st); !rep.OK || rep.Checked != workers*each || rep.Head != workers*each {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestWriteFailuresAreRetried(t *testing.T) {
+	tests := []struct {
+		name string
+		// fail decides, per call, how Transact misbehaves.
+		fail func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool)
+	}{
+		{"store down", func(call int, _ context.Context, _ func(store.Tx) error, _ store.Store) (error, bool) {
+			return errors.New("disk full"), call < 3
+		}},
+		{"commit reported as failed", func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool) {
+			if call == 0 {
+				if err := base.Transact(ctx, fn); err != nil {
+					return err, true
+				}
+				return errors.New("connection lost after commit"), true
+			}
+			return nil, false
+		}},
+		{"another writer", func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool) {
+			if call == 0 {
+				// Another recorder appends first: our seq numbers are taken.
+				other, err := NewRecorder(ctx, base, Options{Source: Source{Observer: "other"}})
+				if err != nil {
+					return err, true
+				}
+				other.Record(ctx, sampleEvent(1000))
+				other.Close(ctx)
+			}
+			return nil, false
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := openStore(t)
+			var calls atomic.Int32
+			st := txWrapper{Store: base, transact: func(ctx context.Context, fn func(store.Tx) error) error {
+				if err, ok := tt.fail(int(calls.Add(1))-1, ctx, fn, base); ok {
+					return err
+				}
+				return base.Transact(ctx, fn)
+			}}
+			log := &syncBuffer{}
+			r := newRecorder(t, st, testOptions(t, log))
+			recordN(t, r, 0, 20)
+			rep := verify(t, base)
+			if !rep.OK || rep.Checked < 20 {
+				t.Fatalf("report %+v", rep)
+			}
+			if strings.Contains(log.String(), "user/u") || strings.Contains(log.String(), "Patient/") {
+				t.Errorf("event content in the log:\n%s", log)
+			}
+		})
+	}
+}
+
+func TestNoTransactions(t *testing.T) {
+	base := openStore(t)
+	st := txWrapper{Store: base, transact: func(context.Context, func(store.Tx) error) error {
+		return store.ErrTransactionsUnsupported
+	}}
+	r := newRecorder(t, st, testOptions(t, nil))
+	recordN(t, r, 0, 30)
+	if rep := verify(t, base); !rep.OK || rep.Checked != 30 {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestCloseGivesUp(t *testing.T) {
+	base := openStore(t)
+	st := txWrapper{Store: base, transact: func(ctx context.Context, _ func(store.Tx) error) error {
+		return errors.New("store down")
+	}}
+	log := &syncBuffer{}
+	r, err := NewRecorder(context.Background(), st, testOptions(t, log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(context.Background(), sampleEvent(0)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close: %v", err)
+	}
+	if !strings.Contains(log.String(), "unwritten=1") {
+		t.Errorf("log lacks the lost count:\n%s", log)
+	}
+}
