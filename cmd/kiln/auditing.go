@@ -45,7 +45,7 @@ func authEvent(e auth.Event) audit.Event {
 	sub := map[string]audit.Code{
 		"login": audit.SubtypeLogin, "token": audit.SubtypeToken, "refresh": audit.SubtypeToken,
 		"logout": audit.SubtypeLogout, "revoke": audit.SubtypeRevoke, "bearer": audit.SubtypeToken,
-		"client-issue": audit.SubtypeClientIssue, "client-rotate": audit.SubtypeClientRotate,
+		"client-issue": audit.SubtypeClientIssue, "client-rotate": audit.SubtypeClientRotate, "client-expire": audit.SubtypeClientExpire,
 	}[e.Action]
 	if sub.IsZero() {
 		sub = audit.SubtypeToken

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
@@ -49,6 +50,11 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		printFirstAdmin(out, cfg, certFile, email, password)
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "version", version)
+	mctx, stopMaintain := context.WithCancel(ctx)
+	var maintaining sync.WaitGroup
+	maintaining.Go(func() { maintain(mctx, a, logger) })
+	defer maintaining.Wait() // before a.Close: it uses the store
+	defer stopMaintain()
 	return httpserver.Serve(ctx, ln, a.handler, logger)
 }
 
@@ -133,6 +139,23 @@ Kiln %s — FHIR R4 server
   Stop:        Ctrl-C (in-flight requests are drained)
 
 `, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL, cfg.BaseURL)
+}
+
+// maintain runs the issuer's hourly work (key rotation by age, client
+// secret expiry) until ctx ends.
+func maintain(ctx context.Context, a *app, logger *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.auth.Maintain(ctx); err != nil && ctx.Err() == nil {
+				logger.Error("auth maintenance", "err", err)
+			}
+		}
+	}
 }
 
 // printFirstAdmin shows, once, the account created on the first start.

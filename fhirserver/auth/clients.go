@@ -279,3 +279,49 @@ func (s *Service) ClientToken(ctx context.Context, cl *Client, requested, ip str
 type ScopeError struct{ Rejected []string }
 
 func (e *ScopeError) Error() string { return "unknown scopes: " + strings.Join(e.Rejected, " ") }
+
+// expireSecrets drops expired secrets from every client, reporting each
+// expiry to the audit trail once (the secret leaves the record with it).
+func (s *Service) expireSecrets(ctx context.Context) error {
+	list, err := s.Clients.List(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	for _, listed := range list {
+		cl, err := s.Clients.Get(ctx, listed.ID) // with its version, for the CAS
+		if err != nil {
+			continue
+		}
+		kept := cl.Secrets[:0]
+		expired := 0
+		for _, sec := range cl.Secrets {
+			if now.Before(sec.Expires) {
+				kept = append(kept, sec)
+			} else {
+				expired++
+			}
+		}
+		if expired == 0 {
+			continue
+		}
+		cl.Secrets = kept
+		if err := s.Clients.put(ctx, cl); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				continue // changed meanwhile (a rotation): next round
+			}
+			return err
+		}
+		for range expired {
+			s.audit(ctx, Event{Action: "client-expire", Subject: "client/" + cl.ID, Success: true})
+		}
+	}
+	return nil
+}
+
+// Maintain does the issuer's periodic work: rotating a signing key that
+// reached its maximum age (and dropping keys no token needs), and retiring
+// expired client secrets. kiln serve runs it every hour.
+func (s *Service) Maintain(ctx context.Context) error {
+	return errors.Join(s.Keys.Ensure(ctx), s.expireSecrets(ctx))
+}

@@ -3,10 +3,12 @@ package auth
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -56,11 +58,28 @@ type Tokens struct {
 	Audience string // aud, the FHIR base URL
 	records  store.Records
 	now      func() time.Time
+
+	// verified remembers tokens that passed Verify, so that a client's
+	// next requests skip the signature and the parsing. Revocation is
+	// checked again once an entry is recheckRevoked old (a revocation on
+	// this instance applies at once: see Revoke).
+	mu       sync.Mutex
+	verified map[string]verifiedToken
 }
+
+type verifiedToken struct {
+	claims  Claims
+	checked time.Time
+}
+
+const (
+	recheckRevoked  = 5 * time.Second
+	maxVerifiedKept = 10_000
+)
 
 // NewTokens returns the token service of issuer for audience.
 func NewTokens(keys *Keys, records store.Records, issuer, audience string, now func() time.Time) *Tokens {
-	return &Tokens{Keys: keys, Issuer: issuer, Audience: audience, records: records, now: now}
+	return &Tokens{Keys: keys, Issuer: issuer, Audience: audience, records: records, now: now, verified: map[string]verifiedToken{}}
 }
 
 // Issue signs an access token for sub with the given scope; role, fhirUser
@@ -97,6 +116,45 @@ func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
 	if len(raw) > maxTokenBytes {
 		return nil, invalid("too long")
 	}
+	now := t.now()
+	t.mu.Lock()
+	v, ok := t.verified[raw]
+	t.mu.Unlock()
+	if ok {
+		if now.After(v.claims.Expiry.Time().Add(clockSkew)) {
+			t.forget(raw)
+			return nil, invalid("expired")
+		}
+		if now.Sub(v.checked) < recheckRevoked {
+			c := v.claims
+			return &c, nil
+		}
+	}
+	c, err := t.verify(ctx, raw, now)
+	if err != nil {
+		t.forget(raw)
+		return nil, err
+	}
+	t.mu.Lock()
+	if len(t.verified) >= maxVerifiedKept {
+		clear(t.verified) // simple and bounded; the next requests re-verify
+	}
+	t.verified[raw] = verifiedToken{claims: *c, checked: now}
+	t.mu.Unlock()
+	return c, nil
+}
+
+func (t *Tokens) forget(raw string) {
+	t.mu.Lock()
+	delete(t.verified, raw)
+	t.mu.Unlock()
+}
+
+// verify is the full check of Verify.
+func (t *Tokens) verify(ctx context.Context, raw string, now time.Time) (*Claims, error) {
+	if !canonicalCompact(raw) {
+		return nil, invalid("not a compact JWS in canonical base64url")
+	}
 	tok, err := jwt.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return nil, invalid("not an RS256-signed JWT")
@@ -132,7 +190,6 @@ func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
 	case c.Subject == "":
 		return nil, invalid("no sub")
 	}
-	now := t.now()
 	if now.After(c.Expiry.Time().Add(clockSkew)) {
 		return nil, invalid("expired")
 	}
@@ -158,6 +215,13 @@ func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
 // Revoke denies the token id jti until exp (when the token would have
 // expired anyway, so the list stays small).
 func (t *Tokens) Revoke(ctx context.Context, jti string, exp time.Time) error {
+	t.mu.Lock()
+	for raw, v := range t.verified {
+		if v.claims.ID == jti {
+			delete(t.verified, raw)
+		}
+	}
+	t.mu.Unlock()
 	err := t.records.PutRecord(ctx, store.Record{Kind: revokedKind, ID: jti, Version: 1, Value: []byte{1}, Expires: exp.Add(clockSkew)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil // already revoked
@@ -183,4 +247,20 @@ func randomID() string {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return hex.EncodeToString(b)
+}
+
+// canonicalCompact: three base64url segments without padding, each the
+// only encoding of its bytes (no stray trailing bits), so one token has one
+// spelling.
+func canonicalCompact(raw string) bool {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := base64.RawURLEncoding.Strict().DecodeString(p); err != nil {
+			return false
+		}
+	}
+	return true
 }

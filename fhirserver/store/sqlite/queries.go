@@ -127,6 +127,7 @@ func historySQL(l level, atLow bool) string {
 // readQueries are the statements of store.Reader.
 type readQueries struct {
 	ping, read, vread *sql.Stmt
+	record            *sql.Stmt // GetRecord: on every authenticated request
 	history           [numLevels][2]*sql.Stmt // [level][atLow]
 }
 
@@ -139,6 +140,7 @@ func (q *readQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 	prep(&q.ping, pingSQL)
 	prep(&q.read, readSQL)
 	prep(&q.vread, vreadSQL)
+	prep(&q.record, getRecordSQL)
 	for l := range numLevels {
 		prep(&q.history[l][0], historySQL(l, false))
 		prep(&q.history[l][1], historySQL(l, true))
@@ -147,7 +149,7 @@ func (q *readQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 }
 
 func (q *readQueries) close() error {
-	errs := []error{closeStmt(q.ping), closeStmt(q.read), closeStmt(q.vread)}
+	errs := []error{closeStmt(q.ping), closeStmt(q.read), closeStmt(q.vread), closeStmt(q.record)}
 	for l := range numLevels {
 		errs = append(errs, closeStmt(q.history[l][0]), closeStmt(q.history[l][1]))
 	}

@@ -22,14 +22,14 @@ const live = `(expires = 0 OR expires > ?)`
 
 func nowMicros() int64 { return time.Now().UnixMicro() }
 
+const getRecordSQL = `SELECT version, value, expires FROM records WHERE kind = ? AND id = ? AND ` + live
+
 // GetRecord returns the record kind/id; store.ErrNotFound when it is
 // absent or expired.
 func (s *Store) GetRecord(ctx context.Context, kind, id string) (*store.Record, error) {
 	r := &store.Record{Kind: kind, ID: id}
 	var exp int64
-	err := s.reader.QueryRowContext(ctx,
-		`SELECT version, value, expires FROM records WHERE kind = ? AND id = ? AND `+live,
-		kind, id, nowMicros()).Scan(&r.Version, &r.Value, &exp)
+	err := s.rq.record.QueryRowContext(ctx, kind, id, nowMicros()).Scan(&r.Version, &r.Value, &exp)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("sqlite store: get record %s/%s: %w", kind, id, store.ErrNotFound)
