@@ -127,7 +127,7 @@ func historySQL(l level, atLow bool) string {
 // readQueries are the statements of store.Reader.
 type readQueries struct {
 	ping, read, vread *sql.Stmt
-	record            *sql.Stmt // GetRecord: on every authenticated request
+	record            *sql.Stmt               // GetRecord: on every authenticated request
 	history           [numLevels][2]*sql.Stmt // [level][atLow]
 }
 
