@@ -56,6 +56,20 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TrustedIssuers != "" {
+		list, err := auth.LoadExternalIssuers(cfg.TrustedIssuers)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range list {
+			dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			err := svc.AddExternal(dctx, e)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	fhir, err := newFHIRServer(cfg, st, logger)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,9 @@ type serveConfig struct {
 	MaxBundleBytes   int64
 	// Search and Bundle bounds.
 	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
+	// TrustedIssuers is a JSON file of external OpenID providers whose
+	// tokens are accepted (auth.ExternalIssuer).
+	TrustedIssuers string
 	// MongoDB (empty URI: the embedded store in DataDir).
 	MongoURI, MongoDatabase, MongoWriteConcern string
 }
@@ -75,6 +78,7 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	count(&c.MaxPageSize, "max-page-size", "KILN_MAX_PAGE_SIZE", 1000, "largest _count a search or history page may ask for")
 	count(&c.MaxBundleEntries, "max-bundle-entries", "KILN_MAX_BUNDLE_ENTRIES", 1000, "most entries of a batch or transaction Bundle (413 above)")
 	count(&c.MaxConditionalDeletes, "conditional-delete-max", "KILN_CONDITIONAL_DELETE_MAX", 1, "most resources one conditional delete may remove (1: single deletes only)")
+	str(&c.TrustedIssuers, "trusted-issuers", "KILN_TRUSTED_ISSUERS", "", "JSON file of trusted OpenID providers: [{issuer, audience, claim_scopes, role}]")
 	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")
 	str(&c.MongoDatabase, "mongodb-database", "KILN_MONGODB_DATABASE", "kiln", "prefix of the MongoDB databases: one per partition (<prefix>_clinical, …)")
 	str(&c.MongoWriteConcern, "mongodb-write-concern", "KILN_MONGODB_WRITE_CONCERN", "majority", "MongoDB write concern: majority or a number of members")

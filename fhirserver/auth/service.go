@@ -26,8 +26,9 @@ type Service struct {
 	// Audit receives every authentication event (nil: none).
 	Audit func(ctx context.Context, e Event)
 
-	records store.Records
-	now     func() time.Time
+	records  store.Records
+	now      func() time.Time
+	external []*external // trusted OpenID providers (AddExternal)
 }
 
 // Event is an authentication event for the audit trail: never a secret,
@@ -226,6 +227,12 @@ func (s *Service) Refresh(ctx context.Context, tok, ip string) (*TokenResponse, 
 // Authenticate verifies a bearer token and returns its principal.
 func (s *Service) Authenticate(ctx context.Context, raw string) (*Principal, error) {
 	c, err := s.Tokens.Verify(ctx, raw)
+	var te *TokenError
+	if errors.As(err, &te) && len(s.external) > 0 {
+		if p, ok := s.authenticateExternal(ctx, raw); ok {
+			return p, nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
