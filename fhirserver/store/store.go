@@ -243,3 +243,12 @@ func microsCeil(t time.Time) int64 {
 	}
 	return us
 }
+
+// Purger removes resources for good, for retention in an append-only
+// partition (the audit trail): every version of the resources of typ
+// whose current version was last updated before before, at most limit of
+// them per call. It returns how many resources it removed. Nothing else
+// ever deletes a version.
+type Purger interface {
+	Purge(ctx context.Context, typ string, before time.Time, limit int) (int, error)
+}

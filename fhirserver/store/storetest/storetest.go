@@ -58,6 +58,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		{"Transact", transactTests},
 		{"Lifecycle", lifecycleTests},
 		{"Search", searchTests},
+		{"Purge", purgeTests},
 		{"Records", recordsTests},
 	}
 	for _, g := range groups {
