@@ -24,6 +24,8 @@ type serveConfig struct {
 	MaxBundleBytes   int64
 	// Search and Bundle bounds.
 	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
+	// AuditRetentionYears: audit records older than this are purged.
+	AuditRetentionYears int
 	// TrustedIssuers is a JSON file of external OpenID providers whose
 	// tokens are accepted (auth.ExternalIssuer).
 	TrustedIssuers string
@@ -77,6 +79,7 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	size(&c.MaxBundleBytes, "max-bundle-bytes", "KILN_MAX_BUNDLE_BYTES", def.MaxBundleBytes, "largest accepted Bundle body")
 	count(&c.MaxPageSize, "max-page-size", "KILN_MAX_PAGE_SIZE", 1000, "largest _count a search or history page may ask for")
 	count(&c.MaxBundleEntries, "max-bundle-entries", "KILN_MAX_BUNDLE_ENTRIES", 1000, "most entries of a batch or transaction Bundle (413 above)")
+	count(&c.AuditRetentionYears, "audit-retention-years", "KILN_AUDIT_RETENTION_YEARS", 7, "years audit records are kept; older ones are purged (the hash chain stays verifiable)")
 	count(&c.MaxConditionalDeletes, "conditional-delete-max", "KILN_CONDITIONAL_DELETE_MAX", 1, "most resources one conditional delete may remove (1: single deletes only)")
 	str(&c.TrustedIssuers, "trusted-issuers", "KILN_TRUSTED_ISSUERS", "", "JSON file of trusted OpenID providers: [{issuer, audience, claim_scopes, role}]")
 	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
@@ -52,7 +53,7 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	logger.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "version", version)
 	mctx, stopMaintain := context.WithCancel(ctx)
 	var maintaining sync.WaitGroup
-	maintaining.Go(func() { maintain(mctx, a, logger) })
+	maintaining.Go(func() { maintain(mctx, a, cfg, logger) })
 	defer maintaining.Wait() // before a.Close: it uses the store
 	defer stopMaintain()
 	return httpserver.Serve(ctx, ln, a.handler, logger)
@@ -141,9 +142,9 @@ Kiln %s — FHIR R4 server
 `, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL, cfg.BaseURL)
 }
 
-// maintain runs the issuer's hourly work (key rotation by age, client
-// secret expiry) until ctx ends.
-func maintain(ctx context.Context, a *app, logger *slog.Logger) {
+// maintain runs the hourly work (signing key rotation by age, client
+// secret expiry, audit retention) until ctx ends.
+func maintain(ctx context.Context, a *app, cfg serveConfig, logger *slog.Logger) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
@@ -153,6 +154,12 @@ func maintain(ctx context.Context, a *app, logger *slog.Logger) {
 		case <-t.C:
 			if err := a.auth.Maintain(ctx); err != nil && ctx.Err() == nil {
 				logger.Error("auth maintenance", "err", err)
+			}
+			cutoff := time.Now().AddDate(-cfg.AuditRetentionYears, 0, 0)
+			if n, err := audit.Purge(ctx, a.rec, a.audit, cutoff); err != nil && ctx.Err() == nil {
+				logger.Error("audit retention", "err", err)
+			} else if n > 0 {
+				logger.Info("audit retention: purged old records", "records", n)
 			}
 		}
 	}

@@ -104,6 +104,9 @@ var (
 	SubtypeClientIssue  = authSubtype("client-issue", "Client credential issued")
 	SubtypeClientRotate = authSubtype("client-rotate", "Client credential rotated")
 	SubtypeClientExpire = authSubtype("client-expire", "Client credential expired")
+	// SubtypePurge: a retention checkpoint, written before the records it
+	// names are purged.
+	SubtypePurge = authSubtype("purge", "Audit records past retention purged")
 )
 
 func interaction(code string) Code { return Code{System: SystemRestfulInteraction, Code: code} }
@@ -163,6 +166,16 @@ type Event struct {
 	// RequestID is the request's X-Request-Id, recorded as a BALP
 	// XrequestId entity.
 	RequestID string
+	// Purged, on a retention checkpoint (SubtypePurge), names the newest
+	// record the purge removes and its hash: Verify then accepts a chain
+	// that starts right after it.
+	Purged *Checkpoint
+}
+
+// Checkpoint is the last record a retention purge removed.
+type Checkpoint struct {
+	Seq  int64
+	Hash string
 }
 
 // Agent is the requestor.

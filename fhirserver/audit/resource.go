@@ -88,10 +88,15 @@ type (
 		Type     []jsonCoding  `json:"type,omitempty"`
 	}
 	jsonEntity struct {
-		What  *jsonReference `json:"what,omitempty"`
-		Type  *jsonCoding    `json:"type,omitempty"`
-		Role  *jsonCoding    `json:"role,omitempty"`
-		Query string         `json:"query,omitempty"`
+		What   *jsonReference `json:"what,omitempty"`
+		Type   *jsonCoding    `json:"type,omitempty"`
+		Role   *jsonCoding    `json:"role,omitempty"`
+		Query  string         `json:"query,omitempty"`
+		Detail []jsonDetail   `json:"detail,omitempty"`
+	}
+	jsonDetail struct {
+		Type        string `json:"type"`
+		ValueString string `json:"valueString"`
 	}
 	jsonExtension struct {
 		URL         string          `json:"url"`
@@ -206,6 +211,13 @@ func (e Event) elements(src Source) []byte {
 		}
 		ae.Entity = append(ae.Entity, ent)
 	}
+	if e.Purged != nil {
+		ae.Entity = append(ae.Entity, jsonEntity{
+			What:   &jsonReference{Reference: "AuditEvent/" + idFor(e.Purged.Seq)},
+			Type:   obj,
+			Detail: []jsonDetail{{Type: purgedHashDetail, ValueString: e.Purged.Hash}},
+		})
+	}
 	if e.RequestID != "" {
 		ae.Entity = append(ae.Entity, jsonEntity{
 			What: &jsonReference{Identifier: &jsonIdentifier{Value: e.RequestID}},
@@ -274,7 +286,12 @@ type record struct {
 	Prev     string
 	Hash     string // as stored
 	Computed string // recomputed from the canonical bytes ("" if impossible)
+	// Purged is the checkpoint of a retention record (nil otherwise).
+	Purged *Checkpoint
 }
+
+// purgedHashDetail is the entity.detail type of a checkpoint's hash.
+const purgedHashDetail = "purged-through-hash"
 
 var errNoChain = errors.New("no audit-chain extension")
 
@@ -286,6 +303,8 @@ func parseRecord(body []byte) (record, error) {
 		ResourceType string          `json:"resourceType"`
 		ID           string          `json:"id"`
 		Extension    []jsonExtension `json:"extension"`
+		Subtype      []jsonCoding    `json:"subtype"`
+		Entity       []jsonEntity    `json:"entity"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return record{}, fmt.Errorf("not JSON: %w", err)
@@ -294,6 +313,16 @@ func parseRecord(body []byte) (record, error) {
 		return record{}, fmt.Errorf("resourceType is %q", doc.ResourceType)
 	}
 	r := record{ID: doc.ID}
+	if len(doc.Subtype) == 1 && doc.Subtype[0].System == SubtypePurge.System && doc.Subtype[0].Code == SubtypePurge.Code {
+		for _, ent := range doc.Entity {
+			if ent.What == nil || len(ent.Detail) != 1 || ent.Detail[0].Type != purgedHashDetail {
+				continue
+			}
+			if seq, ok := seqOf(strings.TrimPrefix(ent.What.Reference, "AuditEvent/")); ok {
+				r.Purged = &Checkpoint{Seq: seq, Hash: ent.Detail[0].ValueString}
+			}
+		}
+	}
 	found := false
 	for _, ext := range doc.Extension {
 		if ext.URL != ChainExtensionURL {

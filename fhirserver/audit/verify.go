@@ -78,6 +78,10 @@ type verifier struct {
 	haveNext bool
 	nextSeq  int64
 	nextPrev string
+	// The newest retention checkpoint seen: records up to anchorSeq may
+	// have been purged; record anchorSeq's hash was anchorHash.
+	anchorSeq  int64
+	anchorHash string
 	// The oldest break found so far.
 	brokenSeq int64
 	brokenID  string
@@ -121,6 +125,12 @@ func (v *verifier) check(ver *store.Version) {
 	if v.head == 0 {
 		v.head = s
 	}
+	if rec.Purged != nil && rec.Purged.Seq < s && rec.Purged.Seq > v.anchorSeq {
+		v.anchorSeq, v.anchorHash = rec.Purged.Seq, rec.Purged.Hash
+	}
+	if v.anchorSeq > 0 && s == v.anchorSeq && rec.Hash != v.anchorHash {
+		v.mark(s, ver.ID, "hash does not match the retention checkpoint that names it")
+	}
 	switch {
 	case ver.ID != idFor(s) || rec.ID != ver.ID:
 		v.mark(min(s, v.position(ver.ID)), ver.ID, fmt.Sprintf("id does not match seq %d", s))
@@ -150,9 +160,19 @@ func (v *verifier) finish() {
 	if !v.haveNext {
 		return
 	}
-	if v.nextSeq != 1 {
+	switch {
+	case v.nextSeq != 1 && v.anchorSeq > 0 && v.nextSeq == v.anchorSeq+1:
+		// Everything up to the checkpoint was purged.
+		if v.nextPrev != v.anchorHash {
+			v.mark(v.nextSeq, idFor(v.nextSeq), "prev does not match the retention checkpoint")
+		}
+	case v.nextSeq != 1 && v.anchorSeq > 0 && v.nextSeq <= v.anchorSeq:
+		// A purge that stopped midway: the records left chain to each
+		// other, and record anchorSeq (if still there) matched the
+		// checkpoint.
+	case v.nextSeq != 1:
 		v.mark(1, idFor(1), fmt.Sprintf("missing: records %s … %s are absent", idFor(1), idFor(v.nextSeq-1)))
-	} else if v.nextPrev != zeroHash {
+	case v.nextPrev != zeroHash:
 		v.mark(1, idFor(1), "the first record's prev is not 64 zeros")
 	}
 }
