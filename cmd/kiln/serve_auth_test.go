@@ -12,9 +12,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
 // login posts the platform login and returns the access token.
@@ -164,6 +168,36 @@ func TestServeAuthAcceptance(t *testing.T) {
 		if bytes.Contains(raw, []byte(secret)) {
 			t.Errorf("the audit store holds a secret or an email address: %.20q…", secret)
 		}
+	}
+
+	// A record modified behind the server's back breaks the chain, and
+	// verify names it.
+	tamperAudit(t, data, "ae-000000000002")
+	verify.Reset()
+	err = run(context.Background(), []string{"admin", "audit", "verify", "--data", data}, nil, &verify, &verify)
+	if err == nil || !strings.Contains(verify.String(), "BROKEN") || !strings.Contains(verify.String(), "ae-000000000002") {
+		t.Errorf("audit verify after tampering: %v\n%s", err, verify.String())
+	}
+}
+
+// tamperAudit rewrites one audit record (a second version with another
+// outcome), as someone with write access to the database could.
+func tamperAudit(t *testing.T, data, id string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(data, "audit.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	v, err := st.Read(ctx, "AuditEvent", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Replace(v.Body, []byte(`"outcome":"0"`), []byte(`"outcome":"4"`), 1)
+	if err := st.Put(ctx, store.Write{Type: "AuditEvent", ID: id, Version: 2, LastUpdated: v.LastUpdated.Add(time.Second),
+		Method: store.MethodUpdate, Body: body}); err != nil {
+		t.Fatal(err)
 	}
 }
 
