@@ -133,7 +133,7 @@ if [ -z "$started" ]; then
 fi
 say "kiln serve (pid $server_pid) ready on $base"
 # Requests carry a token minted from the data folder's keys.
-KILN_TOKEN=$("$KILN" admin token --data "$DATA")
+KILN_TOKEN=$("$KILN" admin token --data "$DATA" --base-url "$base")
 export KILN_TOKEN
 
 rows=()

@@ -177,10 +177,11 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./data", "data folder (as for kiln serve)")
 	scopes := fs.String("scopes", "", "space-separated scopes (default: every scope, role admin)")
+	baseURL := fs.String("base-url", "", "the server's public base URL, the token's issuer (as kiln serve --base-url; default from KILN_BASE_URL or https://127.0.0.1:8443)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	a, err := openAccounts(ctx, *data, stderr)
+	a, err := openAccounts(ctx, *data, stderr, "--base-url", *baseURL)
 	if err != nil {
 		return err
 	}
@@ -203,11 +204,17 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 // openAccounts opens the data folder's server in-process.
-func openAccounts(ctx context.Context, data string, stderr io.Writer) (*app, error) {
+func openAccounts(ctx context.Context, data string, stderr io.Writer, serveArgs ...string) (*app, error) {
 	if _, err := os.Stat(data); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
-	cfg, err := parseServeConfig([]string{"--data", data}, os.LookupEnv, stderr)
+	args := []string{"--data", data}
+	for i := 0; i+1 < len(serveArgs); i += 2 {
+		if serveArgs[i+1] != "" {
+			args = append(args, serveArgs[i], serveArgs[i+1])
+		}
+	}
+	cfg, err := parseServeConfig(args, os.LookupEnv, stderr)
 	if err != nil {
 		return nil, err
 	}

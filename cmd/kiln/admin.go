@@ -30,7 +30,7 @@ const adminUsage = `Usage:
       publish a new token signing key; it signs 10 minutes later
   kiln admin audit verify --data DIR
       check the hash chain of the audit trail; reports the first broken record
-  kiln admin token --data DIR [--scopes "…"]
+  kiln admin token --data DIR [--base-url URL] [--scopes "…"]
       print an access token minted from the data folder's keys (every scope
       and role admin by default), for scripts and load tests
 `
