@@ -293,27 +293,11 @@ func (s *Service) jwks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, set)
 }
 
-func (s *Service) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
+// discovery is what the OpenID and the SMART configuration documents
+// share: the endpoints and what the token endpoint accepts.
+func (s *Service) discovery() map[string]any {
 	iss := s.Tokens.Issuer
-	writeJSON(w, http.StatusOK, map[string]any{
-		"issuer":                                iss,
-		"jwks_uri":                              iss + "/.well-known/jwks.json",
-		"token_endpoint":                        iss + "/auth/token",
-		"revocation_endpoint":                   iss + "/auth/revoke",
-		"introspection_endpoint":                iss + "/auth/introspect",
-		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
-		"token_endpoint_auth_signing_alg_values_supported": []string{"RS384", "ES384", "RS256", "ES256"},
-		"id_token_signing_alg_values_supported":            []string{"RS256"},
-		"response_types_supported":                         []string{"token"},
-		"subject_types_supported":                          []string{"public"},
-		"scopes_supported":                                 ScopesSupported(),
-	})
-}
-
-func (s *Service) smartConfiguration(w http.ResponseWriter, r *http.Request) {
-	iss := s.Tokens.Issuer
-	writeJSON(w, http.StatusOK, map[string]any{
+	return map[string]any{
 		"issuer":                                iss,
 		"jwks_uri":                              iss + "/.well-known/jwks.json",
 		"token_endpoint":                        iss + "/auth/token",
@@ -323,8 +307,21 @@ func (s *Service) smartConfiguration(w http.ResponseWriter, r *http.Request) {
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
 		"token_endpoint_auth_signing_alg_values_supported": []string{"RS384", "ES384", "RS256", "ES256"},
 		"scopes_supported": ScopesSupported(),
-		"capabilities":     []string{"client-confidential-asymmetric", "client-confidential-symmetric", "permission-v1", "permission-v2"},
-	})
+	}
+}
+
+func (s *Service) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
+	d := s.discovery()
+	d["id_token_signing_alg_values_supported"] = []string{"RS256"}
+	d["response_types_supported"] = []string{"token"}
+	d["subject_types_supported"] = []string{"public"}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Service) smartConfiguration(w http.ResponseWriter, r *http.Request) {
+	d := s.discovery()
+	d["capabilities"] = []string{"client-confidential-asymmetric", "client-confidential-symmetric", "permission-v1", "permission-v2"}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // ScopesSupported are the scopes the discovery documents advertise: the
