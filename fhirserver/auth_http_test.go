@@ -1173,3 +1173,25 @@ func TestThrottlingAuthRateLimit(t *testing.T) {
 		t.Fatalf("after Retry-After: %d %s, want the endpoint's own 400", r.status, r.body)
 	}
 }
+
+// TestScopeConditionalNeedsSearch: conditional interactions run a search,
+// so a create-only grant may create but not create conditionally, and
+// criteria that chain into an ungranted type are refused.
+func TestScopeConditionalNeedsSearch(t *testing.T) {
+	h := newAuthHarness(t, newFakeClock().Now)
+	body := []byte(`{"resourceType":"Patient","identifier":[{"system":"urn:kiln:test","value":"cond-1"}]}`)
+	createOnly := h.issue(auth.RoleProvider, "user/Patient.c")
+	if r := h.do("POST", "/fhir/Patient", createOnly, body); r.status != http.StatusCreated {
+		t.Fatalf("plain create with user/Patient.c: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/fhir/Patient", createOnly, body, "If-None-Exist", "identifier=urn:kiln:test|cond-1"); r.status != http.StatusForbidden {
+		t.Errorf("conditional create with user/Patient.c: %d, want 403; %s", r.status, r.body)
+	}
+	createSearch := h.issue(auth.RoleProvider, "user/Patient.cs")
+	if r := h.do("POST", "/fhir/Patient", createSearch, body, "If-None-Exist", "identifier=urn:kiln:test|cond-1"); r.status != http.StatusOK {
+		t.Errorf("conditional create with user/Patient.cs (one match): %d, want 200; %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/fhir/Patient", createSearch, body, "If-None-Exist", "organization.name=acme"); r.status != http.StatusForbidden {
+		t.Errorf("conditional create whose criteria chain into Organization: %d, want 403; %s", r.status, r.body)
+	}
+}

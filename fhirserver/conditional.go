@@ -22,7 +22,7 @@ import (
 
 // criteria parses conditional criteria (a query string) for typ. Unknown
 // parameters are errors: ignoring one would widen the match.
-func (s *Server) criteria(typ, raw string, limit int) (*criteria, error) {
+func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*criteria, error) {
 	params, err := url.ParseQuery(raw)
 	if err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search criteria: "+err.Error())
@@ -39,6 +39,11 @@ func (s *Server) criteria(typ, raw string, limit int) (*criteria, error) {
 	}
 	q := p.Query
 	q.Count, q.Include, q.RevInclude, q.Sort, q.Total = limit, nil, nil, nil, search.TotalNone
+	// Criteria are a search: the caller needs the right to run it (on the
+	// type, and on every type a chain or _has reaches).
+	if err := s.authorizeSearch(ctx, q); err != nil {
+		return nil, err
+	}
 	// Encode sorts the parameters: the same criteria in another order
 	// take the same lock.
 	return &criteria{q: q, key: typ + "?" + params.Encode()}, nil
@@ -100,7 +105,7 @@ func notSelective(typ string, n int) error {
 // one match → 200 with the existing resource; more → 412.
 func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *call, cond, id string, body []byte) error {
 	ctx := r.Context()
-	crit, err := s.criteria(c.typ, cond, 2)
+	crit, err := s.criteria(ctx, c.typ, cond, 2)
 	if err != nil {
 		return err
 	}
@@ -188,7 +193,7 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 		return nil, nil, err
 	}
 	ctx := r.Context()
-	crit, err := s.criteria(c.typ, r.URL.RawQuery, 2)
+	crit, err := s.criteria(ctx, c.typ, r.URL.RawQuery, 2)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,7 +230,7 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *call) error {
 	ctx := r.Context()
 	limit := max(s.cfg.MaxConditionalDeletes, 1)
-	crit, err := s.criteria(c.typ, r.URL.RawQuery, limit+1)
+	crit, err := s.criteria(ctx, c.typ, r.URL.RawQuery, limit+1)
 	if err != nil {
 		return err
 	}

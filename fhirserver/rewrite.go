@@ -78,7 +78,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				}
 				continue
 			}
-			q, err := rw.s.criteria(typ, query, max(rw.s.cfg.MaxConditionalDeletes, 1)+1)
+			q, err := rw.s.criteria(ctx, typ, query, max(rw.s.cfg.MaxConditionalDeletes, 1)+1)
 			if err != nil {
 				return entryError(i, err)
 			}
@@ -147,7 +147,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 // match runs conditional criteria inside the transaction (at most two
 // matches: more than one is as bad as many).
 func (rw *rewriter) match(ctx context.Context, typ, criteria string) ([]*store.Version, error) {
-	q, err := rw.s.criteria(typ, criteria, 2)
+	q, err := rw.s.criteria(ctx, typ, criteria, 2)
 	if err != nil {
 		return nil, err
 	}
