@@ -338,3 +338,35 @@ func (s *memStore) DeleteRecord(ctx context.Context, kind, id string) error {
 	delete(s.records, [2]string{kind, id})
 	return nil
 }
+
+// Purge drops every version of the oldest-first victims. (Seqs of later
+// versions shift: a history cursor taken before a purge is not valid
+// after it, which no test needs.)
+func (s *memStore) Purge(ctx context.Context, typ string, before time.Time, limit int) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	current := map[string]time.Time{}
+	for _, v := range s.versions {
+		if v.Type == typ {
+			current[v.ID] = v.LastUpdated
+		}
+	}
+	var ids []string
+	for id, lu := range current {
+		if lu.Before(before) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	victims := map[string]bool{}
+	for _, id := range ids[:min(limit, len(ids))] {
+		victims[id] = true
+	}
+	s.versions = slices.DeleteFunc(s.versions, func(v memVersion) bool { return v.Type == typ && victims[v.ID] })
+	return len(victims), nil
+}

@@ -18,7 +18,7 @@ var purgeTests = []test{
 func testPurge(t *testing.T, s *handle) {
 	p, ok := s.Store.(store.Purger)
 	if !ok {
-		t.Skip("the backend does not implement store.Purger")
+		t.Fatalf("the backend (%T) does not implement store.Purger, which every backend must", s.Store)
 	}
 	a := indexed("AuditEvent", "a", 1, search.Rows{Keys: []string{"type" + sep + "rest"}})
 	b1 := write("AuditEvent", "b", 1, at(2))
