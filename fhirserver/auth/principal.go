@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -33,10 +34,34 @@ func FromContext(ctx context.Context) (*Principal, bool) {
 
 // principalOf turns verified claims into a principal.
 func principalOf(c *Claims) *Principal {
-	g, _ := ParseScopes(c.Scope) // unknown scopes grant nothing
-	if c.Role == RoleAdmin {
+	return &Principal{Subject: c.Subject, Role: c.Role, ClientID: c.ClientID, FHIRUser: c.FHIRUser, Grant: grantOf(c.Scope, c.Role),
+		TokenID: c.ID, Expiry: c.Expiry.Time()}
+}
+
+// grants memoizes the grant of a (scope, role) pair: every request of a
+// token needs it, and a server sees few distinct pairs. Grants are never
+// modified once made, so they are shared.
+var grants struct {
+	sync.Mutex
+	m map[[2]string]Grant
+}
+
+const maxGrantsKept = 1024
+
+func grantOf(scope, role string) Grant {
+	key := [2]string{scope, role}
+	grants.Lock()
+	defer grants.Unlock()
+	if g, ok := grants.m[key]; ok {
+		return g
+	}
+	g, _ := ParseScopes(scope) // unknown scopes grant nothing
+	if role == RoleAdmin {
 		g = g.WithAdmin()
 	}
-	return &Principal{Subject: c.Subject, Role: c.Role, ClientID: c.ClientID, FHIRUser: c.FHIRUser, Grant: g,
-		TokenID: c.ID, Expiry: c.Expiry.Time()}
+	if grants.m == nil || len(grants.m) >= maxGrantsKept {
+		grants.m = map[[2]string]Grant{}
+	}
+	grants.m[key] = g
+	return g
 }
