@@ -982,6 +982,19 @@ func TestClientPrivateKeyJWT(t *testing.T) {
 	// The registered keys expire like secrets.
 	h.clock.Advance(auth.DefaultSecretLifetime)
 	expectInvalidClient(t, post(assertion(key, nil), true))
+
+	// Rotation: a new key set registered for the client works for another
+	// lifetime; the old key, no longer listed, does not.
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwks2, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: next.Public(), KeyID: "node-1", Algorithm: "ES256", Use: "sig"}}})
+	if err := h.svc.Clients.SetKeys(t.Context(), cl.ID, jwks2); err != nil {
+		t.Fatal(err)
+	}
+	tokenResponse(t, post(assertion(next, nil), true))
+	expectInvalidClient(t, post(assertion(key, nil), true))
+	if err := h.svc.Clients.SetKeys(t.Context(), cl.ID, []byte(`{"keys":[]}`)); err == nil {
+		t.Error("an empty key set was registered")
+	}
 }
 
 // TestClientRefreshTokenRotation: a refresh token is single-use; using a

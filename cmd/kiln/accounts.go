@@ -84,7 +84,7 @@ func runUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usageError(stderr, "kiln admin client add|rotate|list")
+		return usageError(stderr, "kiln admin client add|rotate|keys|list")
 	}
 	fs := flag.NewFlagSet("kiln admin client "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -132,6 +132,20 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
 		fmt.Fprintf(stdout, "client_secret: %s\n(the previous secret keeps working for %s, at most until it expires)\n", secret, clients.Overlap)
 		return nil
+	case "keys":
+		if *id == "" || *jwksFile == "" {
+			return usageError(stderr, "kiln admin client keys --data DIR --id ID --jwks FILE")
+		}
+		jwks, err := os.ReadFile(*jwksFile)
+		if err != nil {
+			return err
+		}
+		if err := clients.SetKeys(ctx, *id, jwks); err != nil {
+			return err
+		}
+		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
+		fmt.Fprintf(stdout, "registered the keys of %s; they are accepted for %s\n", *id, clients.SecretLifetime)
+		return nil
 	case "list":
 		list, err := clients.List(ctx)
 		if err != nil {
@@ -144,7 +158,7 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return tw.Flush()
 	}
-	return usageError(stderr, "kiln admin client add|rotate|list")
+	return usageError(stderr, "kiln admin client add|rotate|keys|list")
 }
 
 func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -24,6 +24,9 @@ const adminUsage = `Usage:
       user accounts (roles: admin, provider, workforce_officer, privacy_officer)
   kiln admin client add --data DIR --name N --scopes "…" [--jwks FILE]
   kiln admin client rotate|list --data DIR [--id ID]
+  kiln admin client keys --data DIR --id ID --jwks FILE
+      register a client's new public keys (private_key_jwt); they expire
+      after 90 days like secrets
       machine clients: add prints the client id and its secret once; rotate
       issues a new secret, the old one keeps working for 7 days
   kiln admin keys rotate --data DIR

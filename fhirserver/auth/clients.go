@@ -80,14 +80,8 @@ func (c *Clients) Add(ctx context.Context, name, scopes string, jwks []byte) (*C
 	}
 	cl := &Client{ID: "kc-" + randomID()[:20], Name: name, Scopes: g.String(), Created: c.now().UTC()}
 	if len(jwks) > 0 {
-		var set jose.JSONWebKeySet
-		if err := json.Unmarshal(jwks, &set); err != nil || len(set.Keys) == 0 {
-			return nil, "", errors.New("the JWKS file is not a JSON Web Key Set with at least one key")
-		}
-		for _, k := range set.Keys {
-			if !k.IsPublic() || k.KeyID == "" {
-				return nil, "", errors.New("every key of the JWKS must be a public key with a kid")
-			}
+		if err := checkJWKS(jwks); err != nil {
+			return nil, "", err
 		}
 		cl.JWKS, cl.KeysUpTo = jwks, c.now().Add(c.SecretLifetime)
 	}
@@ -123,6 +117,36 @@ func (c *Clients) Rotate(ctx context.Context, id string) (string, error) {
 	cl.Secrets = kept
 	secret := c.newSecret(cl)
 	return secret, c.put(ctx, cl)
+}
+
+// SetKeys registers a new JWK Set for a client's private_key_jwt, valid
+// for the secret lifetime (90 days) from now; it replaces the previous set.
+// For an overlap, list the old key beside the new one until the client
+// has switched, then register the new one alone.
+func (c *Clients) SetKeys(ctx context.Context, id string, jwks []byte) error {
+	cl, err := c.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := checkJWKS(jwks); err != nil {
+		return err
+	}
+	cl.JWKS, cl.KeysUpTo = jwks, c.now().Add(c.SecretLifetime)
+	return c.put(ctx, cl)
+}
+
+// checkJWKS accepts a JWK Set of public keys, each with a kid.
+func checkJWKS(jwks []byte) error {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(jwks, &set); err != nil || len(set.Keys) == 0 {
+		return errors.New("the JWKS file is not a JSON Web Key Set with at least one key")
+	}
+	for _, k := range set.Keys {
+		if !k.IsPublic() || k.KeyID == "" {
+			return errors.New("every key of the JWKS must be a public key with a kid")
+		}
+	}
+	return nil
 }
 
 func minTime(a, b time.Time) time.Time {
