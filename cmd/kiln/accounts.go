@@ -22,18 +22,13 @@ func runUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if len(args) == 0 {
 		return usageError(stderr, "kiln admin user add|list|disable|enable")
 	}
-	fs := flag.NewFlagSet("kiln admin user "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	fs, data := accountFlags("kiln admin user "+args[0], stderr)
 	email := fs.String("email", "", "the user's email address")
 	role := fs.String("role", "", "one of "+strings.Join(auth.Roles, ", "))
 	scopes := fs.String("scopes", "", "space-separated scopes the user's tokens may carry")
 	fhirUser := fs.String("fhir-user", "", "optional FHIR reference of the user (e.g. Practitioner/123)")
 	passwordStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	a, err := openAccounts(ctx, *data, stderr)
+	a, err := openParsed(ctx, fs, args[1:], data, stderr)
 	if err != nil {
 		return err
 	}
@@ -86,17 +81,12 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(args) == 0 {
 		return usageError(stderr, "kiln admin client add|rotate|keys|list")
 	}
-	fs := flag.NewFlagSet("kiln admin client "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	fs, data := accountFlags("kiln admin client "+args[0], stderr)
 	name := fs.String("name", "", "the client's name")
 	scopes := fs.String("scopes", "", "space-separated scopes the client may ask for")
 	jwksFile := fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
 	id := fs.String("id", "", "the client id")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	a, err := openAccounts(ctx, *data, stderr)
+	a, err := openParsed(ctx, fs, args[1:], data, stderr)
 	if err != nil {
 		return err
 	}
@@ -165,13 +155,8 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(args) == 0 || args[0] != "rotate" {
 		return usageError(stderr, "kiln admin keys rotate --data DIR")
 	}
-	fs := flag.NewFlagSet("kiln admin keys rotate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./data", "data folder (as for kiln serve)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	a, err := openAccounts(ctx, *data, stderr)
+	fs, data := accountFlags("kiln admin keys rotate", stderr)
+	a, err := openParsed(ctx, fs, args[1:], data, stderr)
 	if err != nil {
 		return err
 	}
@@ -187,15 +172,10 @@ func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // runToken is `kiln admin token`: a token minted directly from the data
 // folder's keys (for load tests and scripts on the server's machine).
 func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kiln admin token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./data", "data folder (as for kiln serve)")
+	fs, data := accountFlags("kiln admin token", stderr)
 	scopes := fs.String("scopes", "", "space-separated scopes (default: every scope, role admin)")
 	baseURL := fs.String("base-url", "", "the server's public base URL, the token's issuer (as kiln serve --base-url; default from KILN_BASE_URL or https://127.0.0.1:8443)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	a, err := openAccounts(ctx, *data, stderr, "--base-url", *baseURL)
+	a, err := openParsed(ctx, fs, args, data, stderr, func() []string { return []string{"--base-url", *baseURL} })
 	if err != nil {
 		return err
 	}
@@ -217,18 +197,36 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// openAccounts opens the data folder's server in-process.
-func openAccounts(ctx context.Context, data string, stderr io.Writer, serveArgs ...string) (*app, error) {
-	if _, err := os.Stat(data); err != nil {
+// accountFlags is the flag set of an account command, with its --data.
+func accountFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs, fs.String("data", "./data", "data folder (as for kiln serve)")
+}
+
+// openParsed parses an account command's flags and opens the data
+// folder's server in-process; serveArgs, if given, adds kiln serve flags
+// (those with an empty value are left out).
+func openParsed(ctx context.Context, fs *flag.FlagSet, args []string, data *string, stderr io.Writer, serveArgs ...func() []string) (*app, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	if _, err := os.Stat(*data); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
-	args := []string{"--data", data}
-	for i := 0; i+1 < len(serveArgs); i += 2 {
-		if serveArgs[i+1] != "" {
-			args = append(args, serveArgs[i], serveArgs[i+1])
+	cfgArgs := []string{"--data", *data}
+	for _, more := range serveArgs {
+		kv := more()
+		for i := 0; i+1 < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				cfgArgs = append(cfgArgs, kv[i], kv[i+1])
+			}
 		}
 	}
-	cfg, err := parseServeConfig(args, os.LookupEnv, stderr)
+	cfg, err := parseServeConfig(cfgArgs, os.LookupEnv, stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -185,7 +185,7 @@ func (c *compiler) positive(param string, m *search.Match) (filter, error) {
 		mm := *m
 		test := func(d *resDoc) bool {
 			return slices.ContainsFunc(d.Dates, func(r dateDoc) bool {
-				return r.Param == mm.Param && search.DateMatches(search.DateRow{Param: r.Param, Low: r.Low, High: r.High}, &mm)
+				return r.Param == mm.Param && search.DateMatches(search.DateRow(r), &mm)
 			})
 		}
 		return c.rangeFilter("d", m.Param, dateConds(m), test), nil
@@ -193,7 +193,7 @@ func (c *compiler) positive(param string, m *search.Match) (filter, error) {
 		mm := *m
 		test := func(d *resDoc) bool {
 			return slices.ContainsFunc(d.Numbers, func(r numDoc) bool {
-				return r.Param == mm.Param && search.NumberMatches(search.NumberRow{Param: r.Param, Low: r.Low, High: r.High}, &mm)
+				return r.Param == mm.Param && search.NumberMatches(search.NumberRow(r), &mm)
 			})
 		}
 		return c.rangeFilter("n", m.Param, numberConds(m), test), nil

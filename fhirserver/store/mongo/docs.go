@@ -35,6 +35,8 @@ type IndexFields struct {
 	Sorts   map[string]sortDoc `bson:"s"`
 }
 
+// dateDoc and numDoc are search.DateRow and search.NumberRow with short
+// field names (they repeat in every document); the types convert.
 type dateDoc struct {
 	Param string `bson:"p"`
 	Low   int64  `bson:"lo"`
@@ -98,10 +100,10 @@ func rowsOf(r *search.Rows) IndexFields {
 	}
 	f.Keys = append(f.Keys, r.Keys...)
 	for _, d := range r.Dates {
-		f.Dates = append(f.Dates, dateDoc{d.Param, d.Low, d.High})
+		f.Dates = append(f.Dates, dateDoc(d))
 	}
 	for _, n := range r.Numbers {
-		f.Numbers = append(f.Numbers, numDoc{n.Param, n.Low, n.High})
+		f.Numbers = append(f.Numbers, numDoc(n))
 	}
 	for _, s := range r.Sorts {
 		f.Present = append(f.Present, s.Param)
