@@ -44,6 +44,7 @@ type capRest struct {
 
 type capResource struct {
 	Type              string           `json:"type"`
+	SupportedProfile  []string         `json:"supportedProfile,omitempty"`
 	Interaction       []capInteraction `json:"interaction"`
 	SearchInclude     []string         `json:"searchInclude,omitempty"`
 	SearchRevInclude  []string         `json:"searchRevInclude,omitempty"`
@@ -136,6 +137,10 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		}
 		if t == "Patient" {
 			res.Operation = []capOperation{{Name: "everything", Definition: "http://hl7.org/fhir/OperationDefinition/Patient-everything"}}
+		}
+		if s.cfg.Validation.Validator != nil {
+			res.Operation = append(res.Operation, capOperation{Name: "validate", Definition: "http://hl7.org/fhir/OperationDefinition/Resource-validate"})
+			res.SupportedProfile = s.cfg.Validation.TypeProfiles[t]
 		}
 		rest.Resource = append(rest.Resource, res)
 	}

@@ -141,9 +141,29 @@ func (s *Server) now() time.Time {
 }
 
 // nextWrite builds the version after prev (nil: none) of a resource, with
-// its index rows. lastUpdated never goes backwards within one resource, even
-// if the clock does.
+// its index rows, once it passed the second validation layer.
 func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
+	w, err := s.stamp(ctx, typ, id, prev, body, method)
+	if err != nil || w.Deleted {
+		return w, err
+	}
+	if rows, ok := preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
+		w.Index = rows
+		return w, nil
+	}
+	if typ == "SearchParameter" {
+		if err := s.activateSearchParameter(w.Body); err != nil {
+			return w, err
+		}
+	}
+	w.Index, err = s.checkedRows(ctx, typ, w.Body)
+	return w, err
+}
+
+// stamp builds the version after prev (nil: none) of a resource, without
+// index rows: its number, its lastUpdated (which never goes backwards
+// within one resource, even if the clock does) and its meta.
+func (s *Server) stamp(ctx context.Context, typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
 	w := store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method}
 	if prev != nil {
 		w.Version = prev.Version + 1
@@ -156,19 +176,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 		return w, nil
 	}
 	var err error
-	if w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated); err != nil {
-		return w, err
-	}
-	if rows, ok := preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
-		w.Index = rows
-		return w, nil
-	}
-	if typ == "SearchParameter" {
-		if err := s.activateSearchParameter(w.Body); err != nil {
-			return w, err
-		}
-	}
-	w.Index, err = s.indexRows(ctx, typ, w.Body)
+	w.Body, err = fhirjson.SetMeta(body, id, strconv.FormatInt(w.Version, 10), w.LastUpdated)
 	return w, err
 }
 

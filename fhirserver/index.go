@@ -14,12 +14,38 @@ import (
 // stored (id and meta already written in, so _id and _lastUpdated are
 // indexed too).
 func (s *Server) indexRows(ctx context.Context, typ string, body []byte) (*search.Rows, error) {
+	res, err := decodeResource(body)
+	if err != nil {
+		return nil, err
+	}
+	return s.extractRows(ctx, typ, res)
+}
+
+// checkedRows is the work a write does on its final body outside the
+// store: the second validation layer, then the index rows. The body is
+// decoded once for both.
+func (s *Server) checkedRows(ctx context.Context, typ string, body []byte) (*search.Rows, error) {
+	res, err := decodeResource(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkWrite(ctx, typ, res); err != nil {
+		return nil, err
+	}
+	return s.extractRows(ctx, typ, res)
+}
+
+func decodeResource(body []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var res map[string]any
 	if err := dec.Decode(&res); err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "the resource is not a JSON object: "+err.Error())
 	}
+	return res, nil
+}
+
+func (s *Server) extractRows(ctx context.Context, typ string, res map[string]any) (*search.Rows, error) {
 	entries, err := s.registry.Extract(ctx, typ, res)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -22,7 +22,9 @@ import (
 // is stamped with one lastUpdated, which also makes the rows (_lastUpdated
 // is indexed) computable in advance.
 
-// preindexed is the rows extracted in advance for one resource write.
+// preindexed is the rows extracted in advance for one resource write, whose
+// body also passed the second validation layer (one that fails is not
+// preindexed: its entry reports the failure when applied).
 type preindexed struct {
 	src  []byte // the request body the rows were extracted from
 	at   time.Time
@@ -80,7 +82,7 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 				if err != nil {
 					continue
 				}
-				rows, err := s.indexRows(ctx, j.typ, withMeta)
+				rows, err := s.checkedRows(ctx, j.typ, withMeta)
 				if err != nil {
 					continue
 				}

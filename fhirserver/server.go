@@ -49,6 +49,9 @@ type Config struct {
 	Version string
 	// Authorizer enforces scopes; nil allows every interaction.
 	Authorizer Authorizer
+	// Validation configures validation against StructureDefinitions; the
+	// zero value checks structure only (and $validate answers 501).
+	Validation Validation
 	// Now is the clock (tests inject one); nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -179,6 +182,9 @@ func (s *Server) routes() []route {
 		{SearchType, http.MethodPost, typePath + "/_search", s.searchType},
 		{HistoryType, http.MethodGet, typePath + "/_history", s.history},
 		{"", http.MethodPost, typePath + "/$reindex", s.reindexOp},
+		{"", http.MethodPost, typePath + "/$validate", s.validateOp},
+		{"", http.MethodPost, typePath + "/{id}/$validate", s.validateOp},
+		{"", http.MethodGet, typePath + "/{id}/$validate", s.validateOp},
 		{Read, http.MethodGet, typePath + "/{id}", s.read},
 		{Update, http.MethodPut, typePath + "/{id}", s.update},
 		{Delete, http.MethodDelete, typePath + "/{id}", s.delete},

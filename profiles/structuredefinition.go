@@ -27,8 +27,22 @@ type StructureDefinition struct {
 	Derivation     string `json:"derivation,omitempty"` // specialization or constraint
 	FHIRVersion    string `json:"fhirVersion,omitempty"`
 
+	// Context lists where an extension defined by this StructureDefinition
+	// may be used (StructureDefinition.context); empty for other kinds.
+	Context []ExtensionContext `json:"context,omitempty"`
+	// ContextInvariant holds FHIRPath invariants an extension's context
+	// must satisfy.
+	ContextInvariant []string `json:"contextInvariant,omitempty"`
+
 	// Elements are the snapshot elements, in order.
 	Elements []ElementDefinition `json:"-"`
+	// Differential holds the differential elements, in order, as
+	// published. The embedded core definitions carry none.
+	Differential []ElementDefinition `json:"-"`
+	// SnapshotGenerated reports that Elements were generated from
+	// Differential and the base definition when the Set was built, rather
+	// than read from the published snapshot.
+	SnapshotGenerated bool `json:"-"`
 
 	byPath map[string]int // first element of each path
 }
@@ -42,11 +56,15 @@ func (sd *StructureDefinition) UnmarshalJSON(data []byte) error {
 		Snapshot struct {
 			Element []ElementDefinition `json:"element"`
 		} `json:"snapshot"`
+		Differential struct {
+			Element []ElementDefinition `json:"element"`
+		} `json:"differential"`
 	}{plain: (*plain)(sd)}
 	if err := json.Unmarshal(data, &aux); err != nil {
 		return err
 	}
 	sd.Elements = aux.Snapshot.Element
+	sd.Differential = aux.Differential.Element
 	sd.index()
 	return nil
 }
@@ -85,6 +103,16 @@ func (sd *StructureDefinition) index() {
 	}
 }
 
+// ExtensionContext is one StructureDefinition.context: where an extension
+// may appear.
+type ExtensionContext struct {
+	// Type is fhirpath, element or extension.
+	Type string `json:"type"`
+	// Expression is the FHIRPath expression, element path (e.g.
+	// "Patient" or "Patient.address") or extension URL.
+	Expression string `json:"expression"`
+}
+
 // Element returns the first snapshot element with the given path, such as
 // "Patient.birthDate" or "Patient.deceased[x]". Slices share the path of
 // the element they slice; look them up in Elements by ID.
@@ -114,6 +142,7 @@ type ElementDefinition struct {
 	Binding          *Binding      `json:"binding,omitempty"`
 	Slicing          *Slicing      `json:"slicing,omitempty"`
 	Representation   []string      `json:"representation,omitempty"`
+	MustSupport      bool          `json:"mustSupport,omitempty"`
 
 	// The choice elements fixed[x], pattern[x], minValue[x] and maxValue[x]:
 	// the JSON key as it appears (e.g. "fixedCode") and the raw value.

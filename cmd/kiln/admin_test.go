@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/cmd/kiln/internal/synth"
+	"github.com/kiln-fhir/kiln/profiles/national"
 )
 
 // readBack opens the data folder as `kiln serve` would and GETs path
@@ -308,8 +311,14 @@ func TestAdminReindex(t *testing.T) {
 	if err := run(ctx, []string{"admin", "reindex", "--data", dir}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "reindex: 8 resources") {
-		t.Errorf("output %q does not report 8 resources", out.String())
+	// The generated resources, and the national pack's conformance
+	// resources the server installed.
+	pack, err := fs.Glob(national.Files, "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("reindex: %d resources", 8+len(pack)); !strings.Contains(out.String(), want) {
+		t.Errorf("output %q does not report %s", out.String(), want)
 	}
 	out.Reset()
 	if err := run(ctx, []string{"admin", "reindex", "--data", dir, "--type", "Observation"}, nil, &out, io.Discard); err != nil || !strings.Contains(out.String(), "reindex: 6 resources") {

@@ -20,7 +20,6 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/legacyapi"
 )
 
@@ -29,7 +28,7 @@ import (
 // use it in-process.
 type app struct {
 	store   kilnStore
-	audit   store.Store // the audit partition
+	audit   auditLog // the audit partition
 	rec     *audit.Recorder
 	auth    *auth.Service
 	fhir    *fhirserver.Server
@@ -70,8 +69,22 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 			}
 		}
 	}
-	fhir, err := newFHIRServer(cfg, st, logger)
+	set, validator, err := loadProfiles(cfg.Validation)
 	if err != nil {
+		return nil, fmt.Errorf("loading profiles: %w", err)
+	}
+	for _, w := range set.Warnings {
+		logger.Warn("profiles: " + w)
+	}
+	validation, err := cfg.Validation.serverValidation(set, validator)
+	if err != nil {
+		return nil, err
+	}
+	fhir, err := newFHIRServer(cfg, st, validation, logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := installConformance(ctx, fhir, set, logger); err != nil {
 		return nil, err
 	}
 	a := &app{store: st, auth: svc, fhir: fhir, logger: logger}
@@ -96,7 +109,7 @@ func (a *app) Close() {
 		a.logger.Error("flushing the audit trail", "err", err)
 	}
 	if err := a.audit.Close(); err != nil {
-		a.logger.Error("closing the audit store", "err", err)
+		a.logger.Error("closing the audit log", "err", err)
 	}
 	if err := a.store.Close(); err != nil {
 		a.logger.Error("closing the store", "err", err)

@@ -13,31 +13,37 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
-// openAuditStore opens the audit partition: its own database file, or its
-// own MongoDB database.
-func openAuditStore(ctx context.Context, cfg serveConfig) (store.Store, error) {
-	if cfg.MongoURI != "" {
-		st, err := mongo.Open(ctx, mongo.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase + "_audit", WriteConcern: cfg.MongoWriteConcern})
-		if err != nil {
-			return nil, fmt.Errorf("opening the MongoDB audit store: %w", err)
-		}
-		return st, nil
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "audit.db"))
-	if err != nil {
-		return nil, fmt.Errorf("opening the audit store: %w", err)
-	}
-	return st, nil
+// auditLog is the audit partition as the server uses it.
+type auditLog interface {
+	audit.Log
+	Close() error
 }
 
-func newRecorder(ctx context.Context, st store.Store, a *app) (*audit.Recorder, error) {
+// openAuditStore opens the audit partition, an append-only log: the table
+// audit_log of its own database file, or the collection audit_log of its
+// own MongoDB database.
+func openAuditStore(ctx context.Context, cfg serveConfig) (auditLog, error) {
+	if cfg.MongoURI != "" {
+		l, err := mongo.OpenLog(ctx, mongo.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase + "_audit", WriteConcern: cfg.MongoWriteConcern})
+		if err != nil {
+			return nil, fmt.Errorf("opening the MongoDB audit log: %w", err)
+		}
+		return l, nil
+	}
+	l, err := sqlite.OpenLog(ctx, filepath.Join(cfg.DataDir, "audit.db"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the audit log: %w", err)
+	}
+	return l, nil
+}
+
+func newRecorder(ctx context.Context, l audit.Log, a *app) (*audit.Recorder, error) {
 	host, _ := os.Hostname()
-	return audit.NewRecorder(ctx, st, audit.Options{Source: audit.Source{Observer: "kiln", Site: host}, Logger: a.logger})
+	return audit.NewRecorder(ctx, l, audit.Options{Source: audit.Source{Observer: "kiln", Site: host}, Logger: a.logger})
 }
 
 // authEvent turns an issuer event into an AuditEvent.
@@ -190,12 +196,12 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	st, err := openAuditStore(ctx, cfg)
+	l, err := openAuditStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	rep, err := audit.Verify(ctx, st, func(n int64) {
+	defer l.Close()
+	rep, err := audit.Verify(ctx, l, func(n int64) {
 		if n%100000 == 0 {
 			fmt.Fprintf(stdout, "audit verify: %d records checked\n", n)
 		}

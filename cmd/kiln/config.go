@@ -31,6 +31,8 @@ type serveConfig struct {
 	TrustedIssuers string
 	// MongoDB (empty URI: the embedded store in DataDir).
 	MongoURI, MongoDatabase, MongoWriteConcern string
+	// Profiles and validation (see validation.go).
+	Validation validationConfig
 }
 
 // lookupEnv is os.LookupEnv; tests pass their own.
@@ -85,6 +87,7 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")
 	str(&c.MongoDatabase, "mongodb-database", "KILN_MONGODB_DATABASE", "kiln", "prefix of the MongoDB databases: one per partition (<prefix>_clinical, …)")
 	str(&c.MongoWriteConcern, "mongodb-write-concern", "KILN_MONGODB_WRITE_CONCERN", "majority", "MongoDB write concern: majority or a number of members")
+	c.Validation.flags(fs, env, str)
 	if envErr != nil {
 		return c, envErr
 	}
@@ -102,6 +105,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if c.MongoURI != "" && (c.MongoDatabase == "" || strings.ContainsAny(c.MongoDatabase, "/\\. \"$")) {
 		return c, fmt.Errorf("--mongodb-database %q: want a name without / \\ . space \" or $", c.MongoDatabase)
+	}
+	if err := c.Validation.check(); err != nil {
+		return c, err
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return c, fmt.Errorf("--tls-cert and --tls-key go together")

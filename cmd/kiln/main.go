@@ -2,6 +2,7 @@
 //
 //	kiln serve [flags]              start the server (see `kiln serve -h`)
 //	kiln fhirpath [flags] EXPR      evaluate a FHIRPath expression
+//	kiln validate [flags] FILE...   validate resources against profiles, offline
 //	kiln admin generate|load        synthetic data and HTTP load for benchmarks
 //	kiln version                    print the version
 package main
@@ -44,6 +45,8 @@ Usage:
   kiln serve [flags]       start the server (kiln serve -h lists the flags)
   kiln fhirpath [--resource FILE|-] [--var name=value]... EXPRESSION
                            evaluate FHIRPath and print the result as a JSON array
+  kiln validate [--package P]... [--profile URL]... [--output text|summary|json] FILE|DIR...
+                           validate resources offline (kiln validate -h); exits 1 on errors
   kiln admin generate|load [flags]
                            synthetic data and HTTP load for benchmarks (kiln admin help)
   kiln version             print the version
@@ -63,6 +66,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return serve(ctx, cfg, stderr)
 	case "fhirpath":
 		return runFHIRPath(ctx, args[1:], stdin, stdout, stderr)
+	case "validate":
+		return runValidate(ctx, args[1:], stdout, stderr)
 	case "admin":
 		return runAdmin(ctx, args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-version":

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -50,7 +51,7 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer st.Close()
-	srv, err := newFHIRServer(cfg, st, logger)
+	srv, err := newFHIRServer(cfg, st, fhirserver.Validation{}, logger)
 	if err != nil {
 		return err
 	}

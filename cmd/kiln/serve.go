@@ -85,7 +85,7 @@ func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
 }
 
 // newFHIRServer builds the FHIR service of a data folder's store.
-func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirserver.Server, error) {
+func newFHIRServer(cfg serveConfig, st store.Store, validation fhirserver.Validation, logger *slog.Logger) (*fhirserver.Server, error) {
 	cursorKey, err := loadCursorKey(cfg.DataDir, st)
 	if err != nil {
 		return nil, err
@@ -97,6 +97,7 @@ func newFHIRServer(cfg serveConfig, st store.Store, logger *slog.Logger) (*fhirs
 		MaxConditionalDeletes: cfg.MaxConditionalDeletes,
 		CursorKey:             cursorKey,
 		Authorizer:            fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical},
+		Validation:            validation,
 		Limits: fhirjson.Limits{
 			MaxResourceBytes: cfg.MaxResourceBytes,
 			MaxBundleBytes:   cfg.MaxBundleBytes,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,15 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/kiln-fhir/kiln/fhirserver/store"
-	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
 // login posts the platform login and returns the access token.
@@ -92,7 +90,9 @@ func TestServeAuthAcceptance(t *testing.T) {
 	if status, _, _ := send(t, client, "GET", base+"/fhir/metadata", admin, "", nil); status != http.StatusOK {
 		t.Errorf("metadata with the token: %d", status)
 	}
-	patient := []byte(`{"resourceType":"Patient","name":[{"family":"Okafor"}]}`)
+	// A Patient of the national profile, which writes of Patient must meet.
+	patient := []byte(`{"resourceType":"Patient","identifier":[{"system":"https://fhir.health.example/sid/national-id","value":"NID-4471"}],` +
+		`"name":[{"family":"Okafor","given":["Chidi"]}],"birthDate":"1990-01-01","telecom":[{"system":"phone","value":"0803 555 0101"}]}`)
 	if status, body, _ := send(t, client, "POST", base+"/fhir/Patient", admin, "application/fhir+json", patient); status != http.StatusCreated {
 		t.Errorf("admin creates a Patient: %d %v", status, body)
 	}
@@ -180,23 +180,25 @@ func TestServeAuthAcceptance(t *testing.T) {
 	}
 }
 
-// tamperAudit rewrites one audit record (a second version with another
-// outcome), as someone with write access to the database could.
+// tamperAudit rewrites one audit record in place (another outcome), as
+// someone with write access to the database file could.
 func tamperAudit(t *testing.T, data, id string) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(data, "audit.db"))
+	seq, err := strconv.ParseInt(strings.TrimPrefix(id, "ae-"), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	v, err := st.Read(ctx, "AuditEvent", id)
+	db, err := sql.Open("sqlite3", "file:"+filepath.ToSlash(filepath.Join(data, "audit.db"))+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := bytes.Replace(v.Body, []byte(`"outcome":"0"`), []byte(`"outcome":"4"`), 1)
-	if err := st.Put(ctx, store.Write{Type: "AuditEvent", ID: id, Version: 2, LastUpdated: v.LastUpdated.Add(time.Second),
-		Method: store.MethodUpdate, Body: body}); err != nil {
+	defer db.Close()
+	var body []byte
+	if err := db.QueryRow(`SELECT body FROM audit_log WHERE seq = ?`, seq).Scan(&body); err != nil {
+		t.Fatal(err)
+	}
+	body = bytes.Replace(body, []byte(`"outcome":"0"`), []byte(`"outcome":"4"`), 1)
+	if _, err := db.Exec(`UPDATE audit_log SET body = ? WHERE seq = ?`, body, seq); err != nil {
 		t.Fatal(err)
 	}
 }

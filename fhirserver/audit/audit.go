@@ -1,7 +1,9 @@
 // Package audit records Kiln's AuditEvents: one for every authentication
 // attempt and every FHIR or platform interaction, in the shape of IHE Basic
-// Audit Log Patterns (BALP), written to the audit partition (a store.Store of
-// its own, e.g. <data>/audit.db).
+// Audit Log Patterns (BALP), written to the audit partition: an append-only
+// Log of its own (the table audit_log of <data>/audit.db, or the collection
+// audit_log of the database <db>_audit), one entry per record keyed by its
+// seq. The partition is not served through the FHIR API.
 //
 // The records form a hash chain. Each AuditEvent carries the extension
 // https://kiln.example/fhir/StructureDefinition/audit-chain with three
@@ -18,12 +20,13 @@
 // {"url":"hash","valueString":""}. Any other change to the stored bytes,
 // even whitespace or the order of elements, changes the hash. Record ids are
 // derived from seq ("ae-" and 12 zero-padded digits, e.g. ae-000000000042),
-// so they sort in chain order, and every record is written once as version
-// 1: the partition is append-only and any later version is tampering.
+// so they sort in chain order; meta.versionId is always 1. The partition is
+// append-only: entries are only added, or removed oldest first by a
+// retention Purge.
 //
 // A Recorder queues events in memory (bounded; Record waits when the queue
-// is full, it never drops) and a single writer group-commits them, one store
-// transaction per batch. Verify walks the partition and reports the oldest
+// is full, it never drops) and a single writer group-commits them, one
+// Log.Append per batch. Verify walks the partition and reports the oldest
 // broken record.
 package audit
 

@@ -16,7 +16,7 @@ func BenchmarkRecord(b *testing.B) {
 		parallel bool
 	}{{"serial", false}, {"parallel", true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			st := openStore(b)
+			st, _ := openLog(b)
 			r, err := NewRecorder(context.Background(), st, Options{
 				FlushInterval: time.Second,
 				Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -57,7 +57,7 @@ func BenchmarkRecord(b *testing.B) {
 // BenchmarkVerify measures records/s checked by Verify on SQLite.
 func BenchmarkVerify(b *testing.B) {
 	const n = 20000
-	st := openStore(b)
+	st, _ := openLog(b)
 	r, err := NewRecorder(context.Background(), st, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)

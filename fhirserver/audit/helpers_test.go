@@ -3,6 +3,7 @@ package audit
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -14,14 +15,49 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
-func openStore(t testing.TB) store.Store {
+// openLog opens a log in a new SQLite file; path is the file, for tests
+// that tamper with it through SQL (see execSQL).
+func openLog(t testing.TB) (*sqlite.Log, string) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "audit.db"))
+	path := filepath.Join(t.TempDir(), "audit.db")
+	l, err := sqlite.OpenLog(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
-	return st
+	t.Cleanup(func() { l.Close() })
+	return l, path
+}
+
+// execSQL runs a statement on the database file at path through a
+// connection of its own, as someone with write access to the file could
+// (the sqlite package registers the driver "sqlite3").
+func execSQL(t testing.TB, path, query string, args ...any) {
+	t.Helper()
+	db, err := sql.Open("sqlite3", "file:"+filepath.ToSlash(path)+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	res, err := db.Exec(query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%s: %d rows affected, want 1", query, n)
+	}
+}
+
+// bodyOf returns the stored body of record seq.
+func bodyOf(t testing.TB, l Log, seq int64) []byte {
+	t.Helper()
+	es, err := l.Newest(context.Background(), seq+1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) == 0 || es[0].Seq != seq {
+		t.Fatalf("record %d not found: %v", seq, es)
+	}
+	return es[0].Body
 }
 
 // sampleEvent is event i of a test: a read of Patient/i by user/u<i%7>.
@@ -76,9 +112,9 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 // newRecorder starts a recorder and closes it at the end of the test.
-func newRecorder(t testing.TB, st store.Store, opts Options) *Recorder {
+func newRecorder(t testing.TB, l Log, opts Options) *Recorder {
 	t.Helper()
-	r, err := NewRecorder(context.Background(), st, opts)
+	r, err := NewRecorder(context.Background(), l, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,41 +135,42 @@ func recordN(t testing.TB, r *Recorder, from, n int) {
 	}
 }
 
-func verify(t testing.TB, st store.Store) Report {
+func verify(t testing.TB, l Log) Report {
 	t.Helper()
-	rep, err := Verify(context.Background(), st, nil)
+	rep, err := Verify(context.Background(), l, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
 }
 
-// historyWrapper rewrites what History returns.
-type historyWrapper struct {
-	store.Store
-	edit func(v *store.Version) *store.Version // nil result: drop
+// readWrapper rewrites what Newest returns: tampering seen through the
+// log's API, as if done on the file.
+type readWrapper struct {
+	Log
+	edit func(e store.LogEntry) (store.LogEntry, bool) // false: drop
 }
 
-func (h historyWrapper) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
-	page, err := h.Store.History(ctx, q)
+func (w readWrapper) Newest(ctx context.Context, before int64, n int) ([]store.LogEntry, error) {
+	page, err := w.Log.Newest(ctx, before, n)
 	if err != nil {
 		return nil, err
 	}
-	out := &store.HistoryPage{Next: page.Next}
-	for _, v := range page.Versions {
-		if v = h.edit(v); v != nil {
-			out.Versions = append(out.Versions, v)
+	out := page[:0:0]
+	for _, e := range page {
+		if e, ok := w.edit(e); ok {
+			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
-// txWrapper intercepts Transact.
-type txWrapper struct {
-	store.Store
-	transact func(ctx context.Context, fn func(store.Tx) error) error
+// appendWrapper intercepts Append.
+type appendWrapper struct {
+	Log
+	append func(ctx context.Context, entries []store.LogEntry) error
 }
 
-func (w txWrapper) Transact(ctx context.Context, fn func(store.Tx) error) error {
-	return w.transact(ctx, fn)
+func (w appendWrapper) Append(ctx context.Context, entries []store.LogEntry) error {
+	return w.append(ctx, entries)
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 type testClock struct {
@@ -27,7 +25,7 @@ func (c *testClock) add(d time.Duration) {
 // first record left is still caught.
 func TestPurgeKeepsTheChainVerifiable(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st, path := openLog(t)
 	clock := &testClock{t: time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)}
 	opts := testOptions(t, nil)
 	opts.Now = clock.now
@@ -62,21 +60,62 @@ func TestPurgeKeepsTheChainVerifiable(t *testing.T) {
 	if rep.Checked != 9 {
 		t.Errorf("checked %d records, want 9", rep.Checked)
 	}
-	if _, err := st.Read(ctx, "AuditEvent", idFor(1)); err == nil {
-		t.Error("a purged record is still readable")
+	if es, err := st.Newest(ctx, 11, 11); err != nil || len(es) != 0 {
+		t.Errorf("purged records are still there: %d, %v", len(es), err)
+	}
+	if es, err := st.Newest(ctx, 12, 1); err != nil || len(es) != 1 || es[0].Seq != 11 {
+		t.Errorf("record 11 is not the oldest left: %v, %v", es, err)
 	}
 
 	// Tampering with the oldest record left (seq 11) is still detected.
-	first, err := st.Read(ctx, "AuditEvent", idFor(11))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := store.Write{Type: "AuditEvent", ID: idFor(11), Version: 2, LastUpdated: clock.now().Add(time.Hour),
-		Method: store.MethodUpdate, Body: first.Body}
-	if err := st.Put(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	body := editBody(t, bodyOf(t, st, 11), false)
+	execSQL(t, path, `UPDATE audit_log SET body = ? WHERE seq = 11`, body)
 	if rep, _ := Verify(ctx, st, nil); rep.OK || rep.FirstBroken != idFor(11) {
 		t.Errorf("tampering after a purge: %+v, want %s broken", rep, idFor(11))
+	}
+}
+
+// TestPurgeFindsTheCutOff checks the search for the newest record written
+// before the cut-off, whatever the spacing of the records and the place of
+// the cut-off (before all, between any two, after all).
+func TestPurgeFindsTheCutOff(t *testing.T) {
+	ctx := context.Background()
+	st, _ := openLog(t)
+	clock := &testClock{t: time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC)}
+	opts := testOptions(t, nil)
+	opts.Now = clock.now
+	rec := newRecorder(t, st, opts)
+	const n = 37
+	for i := range n {
+		recordN(t, rec, i, 1)
+		clock.add(time.Duration(1+i%3) * time.Hour)
+	}
+	all, err := st.Newest(ctx, 0, n)
+	if err != nil || len(all) != n {
+		t.Fatalf("%d entries, %v", len(all), err)
+	}
+	for i := n - 1; i >= -1; i-- { // newest first: the entry the cut-off follows
+		var cut time.Time
+		want := int64(0)
+		if i >= 0 {
+			e := all[n-1-i]
+			cut, want = e.Time.Add(time.Second), e.Seq
+		} else {
+			cut = all[n-1].Time
+		}
+		got, ok, err := newestBefore(ctx, st, cut)
+		if err != nil || ok != (want > 0) || got.Seq != want {
+			t.Errorf("cut-off after record %d: got %d %v %v", want, got.Seq, ok, err)
+		}
+	}
+	// With the oldest records gone, as after a purge.
+	if _, err := st.DeleteThrough(ctx, 10, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := newestBefore(ctx, st, all[n-1-5].Time.Add(time.Second)); err != nil || ok {
+		t.Errorf("cut-off before every record left: got %d %v %v", got.Seq, ok, err)
+	}
+	if got, ok, err := newestBefore(ctx, st, all[n-1-20].Time.Add(time.Second)); err != nil || !ok || got.Seq != 21 {
+		t.Errorf("cut-off after record 21: got %d %v %v", got.Seq, ok, err)
 	}
 }

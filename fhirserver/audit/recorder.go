@@ -25,7 +25,7 @@ type Options struct {
 	// QueueSize bounds the events held in memory, queued or being written
 	// (default 4096). Record waits while it is reached.
 	QueueSize int
-	// BatchSize is the most events written in one transaction (default
+	// BatchSize is the most events written in one append (default
 	// 1000, at most QueueSize). A full batch is written at once.
 	BatchSize int
 	// FlushInterval is the longest an event waits before it is written
@@ -46,7 +46,7 @@ type Options struct {
 // Recorder appends AuditEvents to the audit partition. It is safe for
 // concurrent use.
 type Recorder struct {
-	st    store.Store
+	dst   Log
 	opts  Options
 	log   *slog.Logger
 	batch int
@@ -68,7 +68,6 @@ type Recorder struct {
 
 	// Writer-goroutine state.
 	tail   tail
-	noTx   bool
 	wrote  int64 // writes committed, for logs
 	failed bool  // the last attempt failed (logs the recovery)
 }
@@ -80,8 +79,8 @@ type tail struct {
 	lastUpdated time.Time
 }
 
-// NewRecorder starts a recorder on st, continuing the chain found there.
-func NewRecorder(ctx context.Context, st store.Store, opts Options) (*Recorder, error) {
+// NewRecorder starts a recorder on dst, continuing the chain found there.
+func NewRecorder(ctx context.Context, dst Log, opts Options) (*Recorder, error) {
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 4096
 	}
@@ -106,12 +105,12 @@ func NewRecorder(ctx context.Context, st store.Store, opts Options) (*Recorder, 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t, err := readTail(ctx, st)
+	t, err := readTail(ctx, dst)
 	if err != nil {
 		return nil, fmt.Errorf("audit: find the chain's tail: %w", err)
 	}
 	r := &Recorder{
-		st:       st,
+		dst:      dst,
 		opts:     opts,
 		log:      opts.Logger,
 		batch:    min(opts.BatchSize, opts.QueueSize),
@@ -128,39 +127,27 @@ func NewRecorder(ctx context.Context, st store.Store, opts Options) (*Recorder, 
 	return r, nil
 }
 
-// readTail finds the newest version-1 chained AuditEvent in st. Versions
-// other than 1 (tampering, which Verify reports) are skipped.
-func readTail(ctx context.Context, st store.Store) (tail, error) {
-	q := store.HistoryQuery{Type: "AuditEvent", Count: 1}
-	for {
-		page, err := st.History(ctx, q)
-		if err != nil {
-			return tail{}, err
-		}
-		for _, v := range page.Versions {
-			if v.Version != 1 || v.Deleted {
-				continue
-			}
-			rec, err := parseRecord(v.Body)
-			if err != nil {
-				return tail{}, fmt.Errorf("newest AuditEvent %s is not a chain record: %v", v.ID, err)
-			}
-			if _, err := chainHash(rec.Hash, nil); err != nil {
-				return tail{}, fmt.Errorf("newest AuditEvent %s: hash: %v", v.ID, err)
-			}
-			return tail{seq: rec.Seq, hash: rec.Hash, lastUpdated: v.LastUpdated}, nil
-		}
-		if page.Next == "" {
-			return tail{hash: zeroHash}, nil
-		}
-		if q.Count == 1 {
-			// The newest version is not a chain record (an update or
-			// delete: tampering). Scan on in larger pages.
-			q = store.HistoryQuery{Type: "AuditEvent", Count: 100}
-			continue
-		}
-		q.Cursor = page.Next
+// readTail reads the newest record of the log.
+func readTail(ctx context.Context, l Log) (tail, error) {
+	es, err := l.Newest(ctx, 0, 1)
+	if err != nil {
+		return tail{}, err
 	}
+	if len(es) == 0 {
+		return tail{hash: zeroHash}, nil
+	}
+	e := es[0]
+	rec, err := parseRecord(e.Body)
+	if err != nil {
+		return tail{}, fmt.Errorf("newest record %s is not a chain record: %v", idFor(e.Seq), err)
+	}
+	if rec.Seq != e.Seq {
+		return tail{}, fmt.Errorf("newest record %s holds seq %d", idFor(e.Seq), rec.Seq)
+	}
+	if _, err := chainHash(rec.Hash, nil); err != nil {
+		return tail{}, fmt.Errorf("newest record %s: hash: %v", idFor(e.Seq), err)
+	}
+	return tail{seq: rec.Seq, hash: rec.Hash, lastUpdated: e.Time}, nil
 }
 
 // Record queues e. It waits while the queue is full and returns ctx.Err()
@@ -234,7 +221,7 @@ func (r *Recorder) waitDone(ctx context.Context, target int64) error {
 // Close stops accepting events, writes every queued one and stops the
 // writer. If ctx ends first, the writer is stopped anyway and the events
 // not yet written are lost (logged as a count); Close returns ctx.Err().
-// The store is not closed.
+// The log is not closed.
 func (r *Recorder) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closing {
@@ -305,7 +292,7 @@ func (r *Recorder) run() {
 // pendingWrite is one event being written and its record.
 type pendingWrite struct {
 	elements []byte // Event.elements
-	w        store.Write
+	e        store.LogEntry
 	c        chainFields
 }
 
@@ -358,8 +345,9 @@ func (r *Recorder) writeBatch() bool {
 			return false
 		}
 		delay = min(2*delay, r.opts.RetryMax)
-		// The store may hold more of the chain than we know: a commit
-		// that reported an error after all, or another writer.
+		// The log may hold more of the chain than we know: an append
+		// that reported an error after all (or stored a prefix), or
+		// another writer.
 		k, err = r.resync(batch)
 		if err != nil {
 			r.log.Warn("audit: cannot read the chain's tail", "error", err)
@@ -378,59 +366,39 @@ func (r *Recorder) build(batch []pendingWrite) {
 	t := r.tail
 	now := r.opts.Now().UTC().Truncate(time.Microsecond)
 	for i := range batch {
-		// LastUpdated strictly increases along the chain, so that
-		// history's newest-first order is chain order on every backend.
+		// LastUpdated strictly increases along the chain, so that Purge
+		// can find the records written before a time by seq.
 		lu := now
 		if next := t.lastUpdated.Add(time.Microsecond); lu.Before(next) {
 			lu = next.UTC()
 		}
 		seq := t.seq + 1
 		body, hash := seal(batch[i].elements, lu, seq, t.hash)
-		batch[i].w = store.Write{
-			Type: "AuditEvent", ID: idFor(seq), Version: 1,
-			LastUpdated: lu, Method: store.MethodCreate, Body: body,
-		}
+		batch[i].e = store.LogEntry{Seq: seq, Time: lu, Body: body}
 		batch[i].c = chainFields{Seq: seq, Prev: t.hash, Hash: hash}
 		t = tail{seq: seq, hash: hash, lastUpdated: lu}
 	}
 }
 
-// commit writes batch in one transaction, or with one Put each where the
-// store has no transactions; k is how many are durable.
+// commit appends batch to the log; k is how many are known durable (on
+// an error, resync finds out whether a prefix was stored).
 func (r *Recorder) commit(batch []pendingWrite) (k int, err error) {
-	ctx := r.ctx
-	if !r.noTx {
-		err := r.st.Transact(ctx, func(tx store.Tx) error {
-			for i := range batch {
-				if err := tx.Put(ctx, batch[i].w); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err == nil {
-			return len(batch), nil
-		}
-		if !errors.Is(err, store.ErrTransactionsUnsupported) {
-			return 0, err
-		}
-		r.noTx = true
-		r.log.Info("audit: the store has no transactions; writing events one by one")
-	}
+	entries := make([]store.LogEntry, len(batch))
 	for i := range batch {
-		if err := r.st.Put(ctx, batch[i].w); err != nil {
-			return i, err
-		}
+		entries[i] = batch[i].e
+	}
+	if err := r.dst.Append(r.ctx, entries); err != nil {
+		return 0, err
 	}
 	return len(batch), nil
 }
 
-// resync reads the store's tail after a failed write. If it is one of
+// resync reads the log's tail after a failed write. If it is one of
 // batch's records, those up to it were written after all (k of them).
 // Otherwise, unless it is the tail the batch was built on, the rest of the
 // batch is rebuilt on it.
 func (r *Recorder) resync(batch []pendingWrite) (k int, err error) {
-	t, err := readTail(r.ctx, r.st)
+	t, err := readTail(r.ctx, r.dst)
 	if err != nil {
 		return 0, err
 	}
@@ -451,7 +419,7 @@ func (r *Recorder) resync(batch []pendingWrite) (k int, err error) {
 // durable records that ws were written.
 func (r *Recorder) durable(ws []pendingWrite) {
 	last := ws[len(ws)-1]
-	r.tail = tail{seq: last.c.Seq, hash: last.c.Hash, lastUpdated: last.w.LastUpdated}
+	r.tail = tail{seq: last.c.Seq, hash: last.c.Hash, lastUpdated: last.e.Time}
 	r.wrote += int64(len(ws))
 	r.mu.Lock()
 	r.done += int64(len(ws))

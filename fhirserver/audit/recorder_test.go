@@ -16,7 +16,7 @@ import (
 func TestChainVerifies(t *testing.T) {
 	for _, n := range []int{0, 1, 7, 1234} { // 1234: several batches and Verify pages
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			st := openStore(t)
+			st, _ := openLog(t)
 			opts := testOptions(t, nil)
 			opts.BatchSize = 100
 			r := newRecorder(t, st, opts)
@@ -36,9 +36,15 @@ func TestChainVerifies(t *testing.T) {
 				t.Errorf("Head() = %d, %s", seq, hash)
 			}
 			if n > 0 {
-				v, err := st.Read(context.Background(), "AuditEvent", idFor(int64(n)))
-				if err != nil || v.Version != 1 {
-					t.Fatalf("read tail: %v %v", v, err)
+				es, err := st.Newest(context.Background(), 0, 2)
+				if err != nil || len(es) != min(n, 2) || es[0].Seq != int64(n) {
+					t.Fatalf("read tail: %v %v", es, err)
+				}
+				if rec, err := parseRecord(es[0].Body); err != nil || rec.ID != idFor(int64(n)) || rec.Seq != int64(n) {
+					t.Fatalf("tail record: %+v %v", rec, err)
+				}
+				if len(es) == 2 && !es[1].Time.Before(es[0].Time) {
+					t.Errorf("entry times do not increase: %v, then %v", es[1].Time, es[0].Time)
 				}
 			}
 		})
@@ -47,7 +53,7 @@ func TestChainVerifies(t *testing.T) {
 
 func TestRestartContinuesChain(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st, _ := openLog(t)
 	r1, err := NewRecorder(ctx, st, testOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
@@ -63,11 +69,7 @@ func TestRestartContinuesChain(t *testing.T) {
 		t.Fatalf("restarted at %d %s, want 5 %s", seq, h, head)
 	}
 	recordN(t, r2, 5, 5)
-	v, err := st.Read(ctx, "AuditEvent", idFor(6))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := parseRecord(v.Body)
+	rec, err := parseRecord(bodyOf(t, st, 6))
 	if err != nil || rec.Seq != 6 || rec.Prev != head {
 		t.Fatalf("record 6: %+v %v, want prev %s", rec, err, head)
 	}
@@ -78,17 +80,17 @@ func TestRestartContinuesChain(t *testing.T) {
 
 func TestRecordWaitsWhenQueueFull(t *testing.T) {
 	ctx := context.Background()
-	base := openStore(t)
+	base, _ := openLog(t)
 	entered := make(chan struct{}, 100)
 	release := make(chan struct{})
-	st := txWrapper{Store: base, transact: func(ctx context.Context, fn func(store.Tx) error) error {
+	st := appendWrapper{Log: base, append: func(ctx context.Context, es []store.LogEntry) error {
 		entered <- struct{}{}
 		select {
 		case <-release:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		return base.Transact(ctx, fn)
+		return base.Append(ctx, es)
 	}}
 	opts := testOptions(t, nil)
 	opts.QueueSize, opts.BatchSize = 4, 4
@@ -98,7 +100,7 @@ func TestRecordWaitsWhenQueueFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-entered // the writer holds the 4 events, blocked in Transact
+	<-entered // the writer holds the 4 events, blocked in Append
 
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
@@ -132,7 +134,7 @@ func TestRecordWaitsWhenQueueFull(t *testing.T) {
 
 func TestCloseFlushes(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
+	st, _ := openLog(t)
 	opts := testOptions(t, nil)
 	opts.FlushInterval = time.Hour
 	r, err := NewRecorder(ctx, st, opts)
@@ -162,7 +164,7 @@ func TestCloseFlushes(t *testing.T) {
 }
 
 func TestFlushInterval(t *testing.T) {
-	st := openStore(t)
+	st, _ := openLog(t)
 	opts := testOptions(t, nil)
 	opts.FlushInterval = 20 * time.Millisecond
 	r := newRecorder(t, st, opts)
@@ -179,7 +181,7 @@ func TestFlushInterval(t *testing.T) {
 }
 
 func TestConcurrentRecord(t *testing.T) {
-	st := openStore(t)
+	st, _ := openLog(t)
 	opts := testOptions(t, nil)
 	opts.QueueSize, opts.BatchSize = 64, 50
 	r := newRecorder(t, st, opts)
@@ -215,22 +217,31 @@ func TestConcurrentRecord(t *testing.T) {
 func TestWriteFailuresAreRetried(t *testing.T) {
 	tests := []struct {
 		name string
-		// fail decides, per call, how Transact misbehaves.
-		fail func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool)
+		// fail decides, per call, how Append misbehaves.
+		fail func(call int, ctx context.Context, es []store.LogEntry, base Log) (error, bool)
 	}{
-		{"store down", func(call int, _ context.Context, _ func(store.Tx) error, _ store.Store) (error, bool) {
+		{"log down", func(call int, _ context.Context, _ []store.LogEntry, _ Log) (error, bool) {
 			return errors.New("disk full"), call < 3
 		}},
-		{"commit reported as failed", func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool) {
+		{"append reported as failed", func(call int, ctx context.Context, es []store.LogEntry, base Log) (error, bool) {
 			if call == 0 {
-				if err := base.Transact(ctx, fn); err != nil {
+				if err := base.Append(ctx, es); err != nil {
 					return err, true
 				}
 				return errors.New("connection lost after commit"), true
 			}
 			return nil, false
 		}},
-		{"another writer", func(call int, ctx context.Context, fn func(store.Tx) error, base store.Store) (error, bool) {
+		{"prefix stored", func(call int, ctx context.Context, es []store.LogEntry, base Log) (error, bool) {
+			if call == 0 && len(es) > 1 {
+				if err := base.Append(ctx, es[:len(es)/2]); err != nil {
+					return err, true
+				}
+				return errors.New("connection lost midway"), true
+			}
+			return nil, false
+		}},
+		{"another writer", func(call int, ctx context.Context, _ []store.LogEntry, base Log) (error, bool) {
 			if call == 0 {
 				// Another recorder appends first: our seq numbers are taken.
 				other, err := NewRecorder(ctx, base, Options{Source: Source{Observer: "other"}})
@@ -245,16 +256,18 @@ func TestWriteFailuresAreRetried(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			base := openStore(t)
+			base, _ := openLog(t)
 			var calls atomic.Int32
-			st := txWrapper{Store: base, transact: func(ctx context.Context, fn func(store.Tx) error) error {
-				if err, ok := tt.fail(int(calls.Add(1))-1, ctx, fn, base); ok {
+			st := appendWrapper{Log: base, append: func(ctx context.Context, es []store.LogEntry) error {
+				if err, ok := tt.fail(int(calls.Add(1))-1, ctx, es, base); ok {
 					return err
 				}
-				return base.Transact(ctx, fn)
+				return base.Append(ctx, es)
 			}}
 			log := &syncBuffer{}
-			r := newRecorder(t, st, testOptions(t, log))
+			opts := testOptions(t, log)
+			opts.FlushInterval = time.Hour // one batch of 20: the first append fails
+			r := newRecorder(t, st, opts)
 			recordN(t, r, 0, 20)
 			rep := verify(t, base)
 			if !rep.OK || rep.Checked < 20 {
@@ -267,22 +280,10 @@ func TestWriteFailuresAreRetried(t *testing.T) {
 	}
 }
 
-func TestNoTransactions(t *testing.T) {
-	base := openStore(t)
-	st := txWrapper{Store: base, transact: func(context.Context, func(store.Tx) error) error {
-		return store.ErrTransactionsUnsupported
-	}}
-	r := newRecorder(t, st, testOptions(t, nil))
-	recordN(t, r, 0, 30)
-	if rep := verify(t, base); !rep.OK || rep.Checked != 30 {
-		t.Fatalf("report %+v", rep)
-	}
-}
-
 func TestCloseGivesUp(t *testing.T) {
-	base := openStore(t)
-	st := txWrapper{Store: base, transact: func(ctx context.Context, _ func(store.Tx) error) error {
-		return errors.New("store down")
+	base, _ := openLog(t)
+	st := appendWrapper{Log: base, append: func(context.Context, []store.LogEntry) error {
+		return errors.New("log down")
 	}}
 	log := &syncBuffer{}
 	r, err := NewRecorder(context.Background(), st, testOptions(t, log))

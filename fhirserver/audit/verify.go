@@ -10,7 +10,7 @@ import (
 
 // Report is the result of Verify.
 type Report struct {
-	// Checked counts the AuditEvent versions read.
+	// Checked counts the records read.
 	Checked int64
 	// OK: the chain is intact.
 	OK bool
@@ -22,18 +22,14 @@ type Report struct {
 	Head int64
 }
 
-// verifyPage bounds one History page.
-const (
-	verifyPageCount = 500
-	verifyPageBytes = 8 << 20
-)
+// verifyPage bounds one Newest page.
+const verifyPageCount = 500
 
-// Verify walks every AuditEvent version in st, newest first, and checks
-// the chain: each record's stored hash equals the one recomputed from its
-// canonical bytes; each record's hash equals the prev of the record after
-// it; seq numbers are contiguous down to 1 and record 1's prev is zero; each
-// id is the id of its seq; and no AuditEvent has a version other than 1 (an
-// update or a delete of an audit record is tampering).
+// Verify walks every record of l, newest first, and checks the chain: each
+// record's stored hash equals the one recomputed from its canonical bytes;
+// each record's hash equals the prev of the record after it; seq numbers
+// are contiguous down to 1 and record 1's prev is zero; and each record's
+// seq and id are those of the log entry that holds it.
 //
 // When the link between records s and s+1 does not hold, record s is
 // reported: records 1 … s-1 verified, and either s was rewritten (with a
@@ -41,29 +37,32 @@ const (
 // with a recomputed hash undetected; compare Report.Head and the head hash
 // with one published earlier (Recorder.Head) to cover it.
 //
-// Memory stays bounded: records are streamed a page at a time. progress,
-// if not nil, is called after each page. A store error ends the walk and is
+// Memory stays bounded: records are read a page at a time. progress, if
+// not nil, is called after each page. A log error ends the walk and is
 // returned.
-func Verify(ctx context.Context, st store.Store, progress func(checked int64)) (Report, error) {
+func Verify(ctx context.Context, l Log, progress func(checked int64)) (Report, error) {
 	v := verifier{brokenSeq: math.MaxInt64}
-	q := store.HistoryQuery{Type: "AuditEvent", Count: verifyPageCount, MaxBytes: verifyPageBytes}
+	var before int64 // 0: from the newest
 	for {
-		page, err := st.History(ctx, q)
+		page, err := l.Newest(ctx, before, verifyPageCount)
 		if err != nil {
 			r := v.report()
 			r.OK = false
 			return r, fmt.Errorf("audit: verify: %w", err)
 		}
-		for _, ver := range page.Versions {
-			v.check(ver)
+		for _, e := range page {
+			v.check(e)
 		}
 		if progress != nil {
 			progress(v.checked)
 		}
-		if page.Next == "" {
+		if len(page) < verifyPageCount {
 			break
 		}
-		q.Cursor = page.Next
+		before = page[len(page)-1].Seq
+		if before <= 1 {
+			break
+		}
 	}
 	v.finish()
 	return v.report(), nil
@@ -94,61 +93,51 @@ func (v *verifier) mark(seq int64, id, reason string) {
 	}
 }
 
-// position is the chain position of a record whose seq cannot be read:
-// just below the newer record seen last.
-func (v *verifier) position(id string) int64 {
-	if s, ok := seqOf(id); ok {
-		return s
-	}
-	if v.haveNext {
-		return v.nextSeq - 1
-	}
-	return math.MaxInt64 - 1
-}
-
-func (v *verifier) check(ver *store.Version) {
+// check takes the entries newest first. The entry's seq is the record's
+// position in the chain; the body must agree with it.
+func (v *verifier) check(e store.LogEntry) {
 	v.checked++
-	if ver.Version != 1 || ver.Deleted {
-		what := "updated"
-		if ver.Deleted {
-			what = "deleted"
-		}
-		v.mark(v.position(ver.ID), ver.ID, fmt.Sprintf("version %d exists: the record was %s (audit records are append-only)", ver.Version, what))
-		return
-	}
-	rec, err := parseRecord(ver.Body)
-	if err != nil {
-		v.mark(v.position(ver.ID), ver.ID, "not an audit chain record: "+err.Error())
-		return
-	}
-	s := rec.Seq
+	s, id := e.Seq, idFor(e.Seq)
 	if v.head == 0 {
 		v.head = s
+	}
+	rec, err := parseRecord(e.Body)
+	if err != nil {
+		v.mark(s, id, "not an audit chain record: "+err.Error())
+		return
+	}
+	if rec.Seq != s {
+		// Another record's body, or a moved one: it cannot link the
+		// chain at s (the next one older reports s missing too).
+		v.mark(s, id, fmt.Sprintf("seq %d in the record differs from its place in the log (%d)", rec.Seq, s))
+		return
 	}
 	if rec.Purged != nil && rec.Purged.Seq < s && rec.Purged.Seq > v.anchorSeq {
 		v.anchorSeq, v.anchorHash = rec.Purged.Seq, rec.Purged.Hash
 	}
 	if v.anchorSeq > 0 && s == v.anchorSeq && rec.Hash != v.anchorHash {
-		v.mark(s, ver.ID, "hash does not match the retention checkpoint that names it")
+		v.mark(s, id, "hash does not match the retention checkpoint that names it")
 	}
 	switch {
-	case ver.ID != idFor(s) || rec.ID != ver.ID:
-		v.mark(min(s, v.position(ver.ID)), ver.ID, fmt.Sprintf("id does not match seq %d", s))
+	case rec.ID != id:
+		v.mark(s, id, fmt.Sprintf("id %.30q does not match seq %d", rec.ID, s))
 	case rec.Computed == "":
-		v.mark(s, ver.ID, "hash element or prev malformed: the record was modified")
+		v.mark(s, id, "hash element or prev malformed: the record was modified")
 	case rec.Computed != rec.Hash:
-		v.mark(s, ver.ID, "stored hash differs from the recomputed one: the record was modified")
+		v.mark(s, id, "stored hash differs from the recomputed one: the record was modified")
 	}
 	if v.haveNext {
 		switch {
 		case s == v.nextSeq-1:
 			if rec.Hash != v.nextPrev {
-				v.mark(s, ver.ID, fmt.Sprintf("hash does not match the prev of %s: one of the two was modified", idFor(v.nextSeq)))
+				v.mark(s, id, fmt.Sprintf("hash does not match the prev of %s: one of the two was modified", idFor(v.nextSeq)))
 			}
 		case s < v.nextSeq-1:
 			v.mark(s+1, idFor(s+1), fmt.Sprintf("missing: records %s … %s are absent", idFor(s+1), idFor(v.nextSeq-1)))
 		default:
-			v.mark(s, ver.ID, fmt.Sprintf("out of order: found after %s (duplicate or forged seq)", idFor(v.nextSeq)))
+			// Newest returns seqs in decreasing order; a log that does
+			// not is broken too.
+			v.mark(s, id, fmt.Sprintf("out of order: found after %s", idFor(v.nextSeq)))
 			return // keep following the chain from the newer record
 		}
 	}

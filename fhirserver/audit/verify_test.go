@@ -39,153 +39,143 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	const n = 10
 	tests := []struct {
 		name string
-		// tamper changes the store (through its API) or wraps it.
-		tamper     func(t *testing.T, st store.Store) store.Store
+		// tamper changes the database file (through SQL, path) or wraps
+		// the log.
+		tamper     func(t *testing.T, l Log, path string) Log
 		firstBroke string
 		reason     string
 	}{
 		{
-			name: "update",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				v, err := st.Read(context.Background(), "AuditEvent", idFor(5))
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = st.Put(context.Background(), store.Write{
-					Type: "AuditEvent", ID: v.ID, Version: 2, LastUpdated: time.Now().UTC(),
-					Method: store.MethodUpdate, Body: editBody(t, v.Body, true),
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return st
+			name: "body edited in the file",
+			tamper: func(t *testing.T, l Log, path string) Log {
+				execSQL(t, path, `UPDATE audit_log SET body = ? WHERE seq = 5`, editBody(t, bodyOf(t, l, 5), false))
+				return l
 			},
-			firstBroke: "ae-000000000005", reason: "version 2",
+			firstBroke: "ae-000000000005", reason: "recomputed",
 		},
 		{
-			name: "delete",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				err := st.Put(context.Background(), store.Write{
-					Type: "AuditEvent", ID: idFor(5), Version: 2, LastUpdated: time.Now().UTC(),
-					Method: store.MethodDelete, Deleted: true,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return st
+			name: "body edited in the file with its hash recomputed",
+			tamper: func(t *testing.T, l Log, path string) Log {
+				execSQL(t, path, `UPDATE audit_log SET body = ? WHERE seq = 5`, editBody(t, bodyOf(t, l, 5), true))
+				return l
 			},
-			firstBroke: "ae-000000000005", reason: "deleted",
+			firstBroke: "ae-000000000005", reason: "prev of ae-000000000006",
+		},
+		{
+			name: "record deleted from the file",
+			tamper: func(t *testing.T, l Log, path string) Log {
+				execSQL(t, path, `DELETE FROM audit_log WHERE seq = 5`)
+				return l
+			},
+			firstBroke: "ae-000000000005", reason: "missing",
+		},
+		{
+			name: "record moved to another seq in the file",
+			tamper: func(t *testing.T, l Log, path string) Log {
+				execSQL(t, path, `UPDATE audit_log SET seq = 50 WHERE seq = 5`)
+				return l
+			},
+			firstBroke: "ae-000000000005", reason: "missing", // and ae-000000000050's seq differs
 		},
 		{
 			name:       "body edited in place",
-			tamper:     wrapEdit(idFor(5), func(t *testing.T, b []byte) []byte { return editBody(t, b, false) }),
+			tamper:     wrapEdit(5, func(t *testing.T, b []byte) []byte { return editBody(t, b, false) }),
 			firstBroke: "ae-000000000005", reason: "recomputed",
 		},
 		{
 			name:       "body edited in place with its hash recomputed",
-			tamper:     wrapEdit(idFor(5), func(t *testing.T, b []byte) []byte { return editBody(t, b, true) }),
+			tamper:     wrapEdit(5, func(t *testing.T, b []byte) []byte { return editBody(t, b, true) }),
 			firstBroke: "ae-000000000005", reason: "prev of ae-000000000006",
 		},
 		{
 			name: "whitespace added",
-			tamper: wrapEdit(idFor(5), func(t *testing.T, b []byte) []byte {
+			tamper: wrapEdit(5, func(t *testing.T, b []byte) []byte {
 				return bytes.Replace(b, []byte(`"id":`), []byte(`"id": `), 1)
 			}),
 			firstBroke: "ae-000000000005", reason: "recomputed",
 		},
 		{
 			name: "hash element removed",
-			tamper: wrapEdit(idFor(5), func(t *testing.T, b []byte) []byte {
+			tamper: wrapEdit(5, func(t *testing.T, b []byte) []byte {
 				return bytes.Replace(b, []byte(`"url":"hash"`), []byte(`"url":"hush"`), 1)
 			}),
 			firstBroke: "ae-000000000005", reason: "not an audit chain record",
 		},
 		{
 			name:       "newest record edited",
-			tamper:     wrapEdit(idFor(n), func(t *testing.T, b []byte) []byte { return editBody(t, b, false) }),
+			tamper:     wrapEdit(n, func(t *testing.T, b []byte) []byte { return editBody(t, b, false) }),
 			firstBroke: "ae-000000000010", reason: "recomputed",
 		},
 		{
 			name:       "first record edited with its hash recomputed",
-			tamper:     wrapEdit(idFor(1), func(t *testing.T, b []byte) []byte { return editBody(t, b, true) }),
+			tamper:     wrapEdit(1, func(t *testing.T, b []byte) []byte { return editBody(t, b, true) }),
 			firstBroke: "ae-000000000001", reason: "prev of ae-000000000002",
 		},
 		{
 			name: "two records edited: the older is reported",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				st = wrapEdit(idFor(7), func(t *testing.T, b []byte) []byte { return editBody(t, b, false) })(t, st)
-				return wrapEdit(idFor(3), func(t *testing.T, b []byte) []byte { return editBody(t, b, false) })(t, st)
+			tamper: func(t *testing.T, l Log, path string) Log {
+				l = wrapEdit(7, func(t *testing.T, b []byte) []byte { return editBody(t, b, false) })(t, l, path)
+				return wrapEdit(3, func(t *testing.T, b []byte) []byte { return editBody(t, b, false) })(t, l, path)
 			},
 			firstBroke: "ae-000000000003",
 		},
 		{
 			name: "record removed",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				return historyWrapper{Store: st, edit: func(v *store.Version) *store.Version {
-					if v.ID == idFor(5) {
-						return nil
-					}
-					return v
-				}}
+			tamper: func(t *testing.T, l Log, _ string) Log {
+				return readWrapper{Log: l, edit: func(e store.LogEntry) (store.LogEntry, bool) { return e, e.Seq != 5 }}
 			},
 			firstBroke: "ae-000000000005", reason: "missing",
 		},
 		{
 			name: "oldest records removed",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				return historyWrapper{Store: st, edit: func(v *store.Version) *store.Version {
-					if s, _ := seqOf(v.ID); s <= 2 {
-						return nil
-					}
-					return v
-				}}
+			tamper: func(t *testing.T, l Log, _ string) Log {
+				return readWrapper{Log: l, edit: func(e store.LogEntry) (store.LogEntry, bool) { return e, e.Seq > 2 }}
 			},
 			firstBroke: "ae-000000000001", reason: "missing",
 		},
 		{
 			name: "forged record appended with a gap",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				v, err := st.Read(context.Background(), "AuditEvent", idFor(n))
-				if err != nil {
+			tamper: func(t *testing.T, l Log, _ string) Log {
+				rec, _ := parseRecord(bodyOf(t, l, n))
+				now := time.Now().UTC()
+				body, _ := sampleEvent(0).seal(now, Source{Observer: "kiln"}, 99, rec.Hash)
+				if err := l.Append(context.Background(), []store.LogEntry{{Seq: 99, Time: now, Body: body}}); err != nil {
 					t.Fatal(err)
 				}
-				rec, _ := parseRecord(v.Body)
-				body, _ := sampleEvent(0).seal(time.Now(), Source{Observer: "kiln"}, 99, rec.Hash)
-				err = st.Put(context.Background(), store.Write{
-					Type: "AuditEvent", ID: idFor(99), Version: 1, LastUpdated: time.Now().UTC(),
-					Method: store.MethodCreate, Body: body,
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return st
+				return l
 			},
 			firstBroke: "ae-000000000011", reason: "missing",
 		},
 		{
 			name: "id changed",
-			tamper: func(t *testing.T, st store.Store) store.Store {
-				return historyWrapper{Store: st, edit: func(v *store.Version) *store.Version {
-					if v.ID == idFor(4) {
-						c := *v
-						c.Body = bytes.Replace(v.Body, []byte(idFor(4)), []byte(idFor(40)), 1)
-						return &c
+			tamper: wrapEdit(4, func(t *testing.T, b []byte) []byte {
+				return bytes.Replace(b, []byte(idFor(4)), []byte(idFor(40)), 1)
+			}),
+			firstBroke: "ae-000000000004", reason: "id \"ae-000000000040\" does not match",
+		},
+		{
+			name: "seq mismatch: another record's body in its place",
+			tamper: func(t *testing.T, l Log, _ string) Log {
+				six := bodyOf(t, l, 6)
+				return readWrapper{Log: l, edit: func(e store.LogEntry) (store.LogEntry, bool) {
+					if e.Seq == 5 {
+						e.Body = six
 					}
-					return v
+					return e, true
 				}}
 			},
-			firstBroke: "ae-000000000004", reason: "id does not match",
+			firstBroke: "ae-000000000005", reason: "seq 6 in the record differs from its place in the log (5)",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := openStore(t)
-			r := newRecorder(t, st, testOptions(t, nil))
+			l, path := openLog(t)
+			r := newRecorder(t, l, testOptions(t, nil))
 			recordN(t, r, 0, n)
-			if rep := verify(t, st); !rep.OK {
+			if rep := verify(t, l); !rep.OK {
 				t.Fatalf("before tampering: %+v", rep)
 			}
-			rep := verify(t, tt.tamper(t, st))
+			rep := verify(t, tt.tamper(t, l, path))
 			if rep.OK || rep.FirstBroken != tt.firstBroke || !strings.Contains(rep.Reason, tt.reason) {
 				t.Fatalf("report %+v, want %s broken (%q)", rep, tt.firstBroke, tt.reason)
 			}
@@ -193,60 +183,66 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 }
 
-// wrapEdit returns a tamper step that rewrites the body of version 1 of id
-// as History returns it, keeping version 1: the edit the store API cannot
-// make, done on the file itself.
-func wrapEdit(id string, edit func(t *testing.T, b []byte) []byte) func(t *testing.T, st store.Store) store.Store {
-	return func(t *testing.T, st store.Store) store.Store {
-		return historyWrapper{Store: st, edit: func(v *store.Version) *store.Version {
-			if v.ID != id || v.Version != 1 {
-				return v
+// wrapEdit returns a tamper step that rewrites the body of record seq as
+// Newest returns it: an edit of the file the log API cannot make.
+func wrapEdit(seq int64, edit func(t *testing.T, b []byte) []byte) func(t *testing.T, l Log, path string) Log {
+	return func(t *testing.T, l Log, _ string) Log {
+		return readWrapper{Log: l, edit: func(e store.LogEntry) (store.LogEntry, bool) {
+			if e.Seq == seq {
+				e.Body = edit(t, e.Body)
 			}
-			c := *v
-			c.Body = edit(t, v.Body)
-			return &c
+			return e, true
 		}}
 	}
 }
 
-// After an update of an audit record, a restarted recorder still continues
-// the chain from its true tail.
+// After the newest record is edited in the file, a restarted recorder
+// still continues the chain from it, and Verify reports it.
 func TestRestartAfterTampering(t *testing.T) {
 	ctx := context.Background()
-	st := openStore(t)
-	r1, err := NewRecorder(ctx, st, testOptions(t, nil))
+	l, path := openLog(t)
+	r1, err := NewRecorder(ctx, l, testOptions(t, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recordN(t, r1, 0, 10)
 	r1.Close(ctx)
-	if err := st.Put(ctx, store.Write{
-		Type: "AuditEvent", ID: idFor(10), Version: 2, LastUpdated: time.Now().UTC().Add(time.Second),
-		Method: store.MethodDelete, Deleted: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
-	r2 := newRecorder(t, st, testOptions(t, nil))
+	execSQL(t, path, `UPDATE audit_log SET body = ? WHERE seq = 10`, editBody(t, bodyOf(t, l, 10), false))
+	r2 := newRecorder(t, l, testOptions(t, nil))
 	if seq, _ := r2.Head(); seq != 10 {
 		t.Fatalf("restarted at %d, want 10", seq)
 	}
 	recordN(t, r2, 10, 3)
-	rep := verify(t, st)
-	if rep.OK || rep.FirstBroken != idFor(10) || rep.Checked != 14 || rep.Head != 13 {
+	rep := verify(t, l)
+	if rep.OK || rep.FirstBroken != idFor(10) || rep.Checked != 13 || rep.Head != 13 {
 		t.Fatalf("report %+v", rep)
 	}
 }
 
-func TestVerifyStoreError(t *testing.T) {
-	st := historyErr{openStore(t)}
-	rep, err := Verify(context.Background(), st, nil)
-	if err == nil || rep.OK {
-		t.Fatalf("Verify on a failing store: %+v, %v", rep, err)
+// A newest record that is not a chain record at all stops the recorder
+// from starting: it would have no hash to chain to.
+func TestRecorderRefusesABrokenTail(t *testing.T) {
+	ctx := context.Background()
+	l, path := openLog(t)
+	r1 := newRecorder(t, l, testOptions(t, nil))
+	recordN(t, r1, 0, 3)
+	r1.Close(ctx)
+	execSQL(t, path, `UPDATE audit_log SET body = ? WHERE seq = 3`, []byte(`{"resourceType":"Patient"}`))
+	if _, err := NewRecorder(ctx, l, testOptions(t, nil)); err == nil || !strings.Contains(err.Error(), "ae-000000000003") {
+		t.Fatalf("NewRecorder on a broken tail: %v", err)
 	}
 }
 
-type historyErr struct{ store.Store }
+func TestVerifyLogError(t *testing.T) {
+	l, _ := openLog(t)
+	rep, err := Verify(context.Background(), newestErr{l}, nil)
+	if err == nil || rep.OK {
+		t.Fatalf("Verify on a failing log: %+v, %v", rep, err)
+	}
+}
 
-func (historyErr) History(context.Context, store.HistoryQuery) (*store.HistoryPage, error) {
+type newestErr struct{ Log }
+
+func (newestErr) Newest(context.Context, int64, int) ([]store.LogEntry, error) {
 	return nil, errors.New("io error")
 }

@@ -14,8 +14,15 @@ import (
 type Issue struct {
 	Severity    string   `json:"severity"` // fatal | error | warning | information
 	Code        string   `json:"code"`     // http://hl7.org/fhir/issue-type
+	Details     *Details `json:"details,omitempty"`
 	Diagnostics string   `json:"diagnostics,omitempty"`
 	Expression  []string `json:"expression,omitempty"` // FHIRPath locations
+}
+
+// Details is OperationOutcome.issue.details, reduced to its text: which
+// rule failed (e.g. a profile's invariant key and the profile).
+type Details struct {
+	Text string `json:"text"`
 }
 
 // Error is a failure the client should see as an OperationOutcome.

@@ -35,8 +35,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -84,27 +82,9 @@ type Server struct {
 // Open connects, learns what the deployment offers and creates the
 // indexes (idempotently: creating an existing index is a no-op).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	if cfg.URI == "" || cfg.Database == "" {
-		return nil, errors.New("mongo store: a URI and a database name are required")
-	}
-	wc := writeconcern.Majority()
-	switch cfg.WriteConcern {
-	case "", "majority":
-	default:
-		var n int
-		if _, err := fmt.Sscanf(cfg.WriteConcern, "%d", &n); err != nil || n < 1 || fmt.Sprint(n) != cfg.WriteConcern {
-			return nil, fmt.Errorf("mongo store: write concern %q: want \"majority\" or a number >= 1", cfg.WriteConcern)
-		}
-		wc = &writeconcern.WriteConcern{W: n}
-	}
-	opts := options.Client().ApplyURI(cfg.URI).SetWriteConcern(wc).
-		SetReadConcern(readconcern.Majority()).SetAppName("kiln")
-	if opts.ServerSelectionTimeout == nil {
-		opts.SetServerSelectionTimeout(10 * time.Second)
-	}
-	client, err := mongo.Connect(opts)
+	client, err := connect(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("mongo store: connect: %w", err)
+		return nil, err
 	}
 	s := &Store{client: client, db: client.Database(cfg.Database), clock: newClock()}
 	s.resources = s.db.Collection("resources")

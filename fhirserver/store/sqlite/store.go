@@ -13,9 +13,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -56,18 +53,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 func open(ctx context.Context, path string, o options) (_ *Store, err error) {
-	abs, err := filepath.Abs(path)
+	abs, err := createPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
-		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
-	}
-	// Create the file ourselves so that it is private (SQLite would use
-	// 0666 less the umask); SQLite treats an empty file as an empty database.
-	if f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
 	s := &Store{path: abs, tune: defaultTuning}
@@ -81,23 +68,11 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	}()
 
 	// The writer connects first: it switches the file to WAL and migrates
-	// the schema before any reader looks at it.
-	s.writer, err = sql.Open(driverName, dsn(abs, writerRole, o.synchronous))
-	if err != nil {
+	// the schema before any reader looks at it. A file system without
+	// shared memory support (no WAL) is refused rather than run with
+	// readers blocking the writer.
+	if s.writer, err = openWriterPool(ctx, abs, o.synchronous); err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
-	}
-	s.writer.SetMaxOpenConns(1)
-	s.writer.SetMaxIdleConns(1)
-	s.writer.SetConnMaxLifetime(0) // keep the connection and its prepared statements
-	s.writer.SetConnMaxIdleTime(0)
-	var mode string
-	if err := s.writer.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
-		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
-	}
-	if mode != "wal" {
-		// E.g. a file system without shared memory support: refuse rather
-		// than run with readers blocking the writer.
-		return nil, fmt.Errorf("sqlite store: open %s: journal_mode is %q, want wal", path, mode)
 	}
 	if err := migrate(ctx, s.writer); err != nil {
 		return nil, fmt.Errorf("%w (database %s)", err, path)
