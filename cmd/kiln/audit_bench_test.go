@@ -42,7 +42,7 @@ func BenchmarkRead(b *testing.B) {
 			srv.StartTLS()
 			defer srv.Close()
 			client := srv.Client()
-			put, _ := http.NewRequest("PUT", srv.URL+"/fhir/Patient/p1", strings.NewReader(`{"resourceType":"Patient","id":"p1","name":[{"family":"Okafor"}]}`))
+			put, _ := http.NewRequest("PUT", srv.URL+"/fhir/Patient/p1", strings.NewReader(`{"resourceType":"Patient","id":"p1","identifier":[{"system":"https://fhir.health.example/sid/national-id","value":"NID-1"}],"name":[{"family":"Okafor","given":["Ada"]}],"birthDate":"1975-04-12"}`))
 			put.Header.Set("Authorization", "Bearer "+tok)
 			put.Header.Set("Content-Type", "application/fhir+json")
 			if resp, err := client.Do(put); err != nil || resp.StatusCode != http.StatusCreated {

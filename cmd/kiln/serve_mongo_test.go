@@ -43,7 +43,7 @@ func TestServeOnMongoDB(t *testing.T) {
 		_ = json.Unmarshal(raw, &m)
 		return resp.StatusCode, m
 	}
-	status, created := do("POST", "/Patient", `{"resourceType":"Patient","name":[{"family":"Okafor","given":["Ada"]}],"birthDate":"1975-04-12"}`)
+	status, created := do("POST", "/Patient", `{"resourceType":"Patient","identifier":[{"system":"https://fhir.health.example/sid/national-id","value":"NID-77"}],"name":[{"family":"Okafor","given":["Ada"]}],"birthDate":"1975-04-12"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("create: %d %v", status, created)
 	}
@@ -51,7 +51,7 @@ func TestServeOnMongoDB(t *testing.T) {
 	if status, _ := do("GET", "/Patient/"+id, ""); status != http.StatusOK {
 		t.Errorf("read: %d", status)
 	}
-	if status, m := do("PUT", "/Patient/"+id, `{"resourceType":"Patient","id":"`+id+`","name":[{"family":"Okafor","given":["Adaeze"]}],"birthDate":"1975-04-12"}`); status != http.StatusOK {
+	if status, m := do("PUT", "/Patient/"+id, `{"resourceType":"Patient","id":"`+id+`","identifier":[{"system":"https://fhir.health.example/sid/national-id","value":"NID-77"}],"name":[{"family":"Okafor","given":["Adaeze"]}],"birthDate":"1975-04-12"}`); status != http.StatusOK {
 		t.Errorf("update: %d %v", status, m)
 	}
 	if status, m := do("GET", "/Patient/"+id+"/_history", ""); status != http.StatusOK || len(entries(m)) != 2 {
