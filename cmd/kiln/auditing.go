@@ -131,6 +131,9 @@ func classify(r *http.Request) (audit.Code, audit.Entity) {
 			}
 		}
 		e := audit.Entity{Path: tpl}
+		if id != "" && strings.HasPrefix(tpl, "/patients/") {
+			e.What = "Patient/" + id // the same id names the FHIR Patient
+		}
 		switch r.Method {
 		case http.MethodPost:
 			return audit.SubtypeCreate, e
