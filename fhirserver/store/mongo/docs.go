@@ -112,6 +112,12 @@ func rowsOf(r *search.Rows) IndexFields {
 	return f
 }
 
+// set is f as the $set fields that replace a resource document's rows.
+func (f IndexFields) set() bson.D {
+	return bson.D{{Key: "k", Value: f.Keys}, {Key: "p", Value: f.Present},
+		{Key: "d", Value: f.Dates}, {Key: "n", Value: f.Numbers}, {Key: "s", Value: f.Sorts}}
+}
+
 // version is the store form of a resource document.
 func (d *resDoc) version() *store.Version {
 	return &store.Version{Type: d.Type, ID: d.ID, Version: d.Version, LastUpdated: fromMicros(d.LU),

@@ -76,3 +76,6 @@ func field(v any, key string) any {
 	}
 	return nil
 }
+
+// DatabaseName is the database of s, for a second Store on the same data.
+func DatabaseName(s *Store) string { return s.db.Name() }

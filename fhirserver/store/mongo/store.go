@@ -13,6 +13,9 @@
 //   - guards: short-lived locks on conditional-create criteria.
 //   - records: the server's own state (store.Records), one document per
 //     record; see records.go.
+//   - sequences and sequence_values: named counters (store.Sequencer),
+//     {_id: name, v: last value}, and the values handed out; see
+//     erasure.go.
 //
 // Writes are compare-and-swap on the version number (a filter on the
 // expected version). Where the deployment has multi-document transactions
@@ -59,6 +62,8 @@ type Store struct {
 	guards    *mongo.Collection
 	settings  *mongo.Collection
 	records   *mongo.Collection // store.Records, see records.go
+	sequences *mongo.Collection // store.Sequencer, see erasure.go
+	seqValues *mongo.Collection // the values NextValue handed out
 	server    Server
 	clock     clock
 	purgedAt  atomic.Int64 // unix micros of the last purge of expired records
@@ -92,6 +97,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.guards = s.db.Collection("guards")
 	s.settings = s.db.Collection("settings")
 	s.records = s.db.Collection("records")
+	s.sequences = s.db.Collection("sequences")
+	s.seqValues = s.db.Collection("sequence_values")
 	if err := s.inspect(ctx); err != nil {
 		_ = client.Disconnect(context.WithoutCancel(ctx))
 		return nil, err

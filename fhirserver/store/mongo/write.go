@@ -81,9 +81,8 @@ func (s *Store) put(ctx context.Context, w store.Write) error {
 			return wrapErr(ctx, "put "+ref, err)
 		}
 	} else {
-		set := bson.D{{Key: "v", Value: w.Version}, {Key: "lu", Value: lu}, {Key: "m", Value: string(w.Method)},
-			{Key: "del", Value: w.Deleted}, {Key: "k", Value: rows.Keys}, {Key: "p", Value: rows.Present},
-			{Key: "d", Value: rows.Dates}, {Key: "n", Value: rows.Numbers}, {Key: "s", Value: rows.Sorts}}
+		set := append(bson.D{{Key: "v", Value: w.Version}, {Key: "lu", Value: lu}, {Key: "m", Value: string(w.Method)},
+			{Key: "del", Value: w.Deleted}}, rows.set()...)
 		update := bson.D{}
 		if w.Deleted {
 			update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: "body", Value: ""}}})
@@ -243,8 +242,7 @@ func (s *Store) reindexOne(ctx context.Context, u store.IndexUpdate) (int, error
 		rows := rowsOf(u.Rows)
 		res, err := s.resources.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: docKey(u.Type, u.ID)}, {Key: "v", Value: u.Version}, {Key: "del", Value: false}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "k", Value: rows.Keys}, {Key: "p", Value: rows.Present},
-				{Key: "d", Value: rows.Dates}, {Key: "n", Value: rows.Numbers}, {Key: "s", Value: rows.Sorts}}}})
+			bson.D{{Key: "$set", Value: rows.set()}})
 		if err != nil {
 			return 0, wrapErr(ctx, "reindex "+u.Type+"/"+u.ID, err)
 		}

@@ -163,6 +163,14 @@ var migrations = [][]string{
 		// The purge of expired rows reads only the rows it deletes.
 		`CREATE INDEX records_by_expiry ON records (expires) WHERE expires > 0`,
 	},
+	// 5: named counters (store.Sequencer): one row per counter, holding
+	// the last value handed out.
+	{
+		`CREATE TABLE sequences (
+			name  TEXT    NOT NULL PRIMARY KEY,
+			value INTEGER NOT NULL
+		) STRICT, WITHOUT ROWID`,
+	},
 }
 
 // schemaVersion is the user_version this build writes.

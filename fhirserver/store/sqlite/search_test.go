@@ -253,13 +253,13 @@ func TestConformanceTinyPlanner(t *testing.T) {
 			name = "sortwalk"
 		}
 		t.Run(name, func(t *testing.T) {
-			storetest.Run(t, func(t *testing.T) store.Store {
+			storetest.RunWith(t, func(t *testing.T) store.Store {
 				s, err := open(t.Context(), filepath.Join(t.TempDir(), "kiln.db"), options{synchronous: defaultSynchronous, tune: &tune})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return s
-			})
+			}, suiteOptions)
 		})
 	}
 }

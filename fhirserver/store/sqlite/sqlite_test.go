@@ -16,9 +16,15 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	storetest.RunWith(t, func(t *testing.T) store.Store {
 		return openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
-	})
+	}, suiteOptions)
+}
+
+// suiteOptions reopen a store as another Store on the same file: another
+// process, or a restart.
+var suiteOptions = storetest.Options{
+	Reopen: func(t *testing.T, s store.Store) store.Store { return openTemp(t, s.(*Store).path) },
 }
 
 // openTemp opens path; the caller (or the suite) closes the store.

@@ -22,12 +22,16 @@ import (
 )
 
 func TestSuiteOnMemStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return &memStore{txs: true} })
+	storetest.RunWith(t, func(t *testing.T) store.Store { return &memStore{txs: true} }, memOptions)
 }
 
 func TestSuiteOnMemStoreWithoutTransactions(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return &memStore{} })
+	storetest.RunWith(t, func(t *testing.T) store.Store { return &memStore{} }, memOptions)
 }
+
+// memOptions reopen a memStore as itself: its state lives in the value,
+// and Close is a no-op.
+var memOptions = storetest.Options{Reopen: func(t *testing.T, s store.Store) store.Store { return s }}
 
 type memStore struct {
 	txs     bool
@@ -38,6 +42,9 @@ type memStore struct {
 
 	recMu   sync.Mutex
 	records map[[2]string]store.Record // store.Records, by kind and id
+
+	seqMu sync.Mutex
+	seqs  map[string]int64 // store.Sequencer: the last value of each name
 }
 
 // memVersion is a version with the index rows it was written with.
@@ -106,12 +113,13 @@ func (s *memStore) Transact(ctx context.Context, fn func(tx store.Tx) error) err
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx := &memTx{versions: s.snapshot()}
-	base := len(tx.versions)
 	if err := fn(tx); err != nil {
 		return err
 	}
+	// writeMu kept every other writer out: the transaction's view (its
+	// appends and rewrites) becomes the store.
 	s.mu.Lock()
-	s.versions = append(s.versions, tx.versions[base:]...)
+	s.versions = tx.versions
 	s.mu.Unlock()
 	return nil
 }
@@ -369,4 +377,87 @@ func (s *memStore) Purge(ctx context.Context, typ string, before time.Time, limi
 	}
 	s.versions = slices.DeleteFunc(s.versions, func(v memVersion) bool { return v.Type == typ && victims[v.ID] })
 	return len(victims), nil
+}
+
+var (
+	_ store.Sequencer = (*memStore)(nil)
+	_ store.Rewriter  = (*memStore)(nil)
+	_ store.Rewriter  = (*memTx)(nil)
+)
+
+func (s *memStore) NextValue(ctx context.Context, name string) (int64, error) {
+	if err := store.CheckSequenceName(name); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	if s.seqs == nil {
+		s.seqs = map[string]int64{}
+	}
+	s.seqs[name]++
+	return s.seqs[name], nil
+}
+
+func (s *memStore) Rewrite(ctx context.Context, w store.Write) error {
+	if err := w.CheckRewrite(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	vs, err := rewrite(s.snapshot(), w)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.versions = vs
+	s.mu.Unlock()
+	return nil
+}
+
+func (t *memTx) Rewrite(ctx context.Context, w store.Write) error {
+	if err := w.CheckRewrite(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	vs, err := rewrite(t.versions, w)
+	if err != nil {
+		return err
+	}
+	t.versions = vs
+	return nil
+}
+
+// rewrite returns a copy of vs (snapshots share its array) with w's body
+// in place of version w.Version's, and w's rows if that is the current
+// version.
+func rewrite(vs []memVersion, w store.Write) ([]memVersion, error) {
+	at, current := -1, int64(0)
+	for i, v := range vs {
+		if v.Type == w.Type && v.ID == w.ID {
+			current = max(current, v.Version.Version)
+			if v.Version.Version == w.Version {
+				at = i
+			}
+		}
+	}
+	if at < 0 {
+		return nil, fmt.Errorf("mem: rewrite %s/%s v%d: %w", w.Type, w.ID, w.Version, store.ErrNotFound)
+	}
+	if vs[at].Deleted {
+		return nil, store.TombstoneRewrite(w)
+	}
+	out := slices.Clone(vs)
+	out[at].Body = bytes.Clone(w.Body)
+	if current == w.Version {
+		out[at].index = cloneRows(w.Index)
+	}
+	return out, nil
 }

@@ -30,7 +30,9 @@ import (
 
 // Run runs every conformance test as a subtest of t. open must return a
 // fresh, empty store each time it is called (once per subtest) and must not
-// close it: the suite closes every store it opens, exactly once.
+// close it: the suite closes every store it opens, exactly once. Run gives
+// no Options.Reopen, so the test of a sequence shared between handles
+// fails: backends call RunWith with it.
 func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Helper()
 	RunWith(t, open, Options{})
@@ -43,6 +45,12 @@ type Options struct {
 	// tests are skipped with that reason, and NotRun reports them, so
 	// that nothing is left out silently.
 	NotRun map[string]string
+	// Reopen opens a second handle on the data of s, as another process
+	// (or a restart) would: a new connection to the same file or
+	// database. The tests of state shared between handles (the
+	// Sequence group) use it; the suite closes the handle it returns.
+	// Without it those tests fail: every backend must provide it.
+	Reopen func(t *testing.T, s store.Store) store.Store
 }
 
 // RunWith is Run with options.
@@ -60,6 +68,8 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		{"Search", searchTests},
 		{"Purge", purgeTests},
 		{"Records", recordsTests},
+		{"Sequence", sequenceTests},
+		{"Rewrite", rewriteTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -68,7 +78,9 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 					if why, ok := o.NotRun[g.name+"/"+tc.name]; ok {
 						t.Skipf("not run on this backend: %s", why)
 					}
-					tc.run(t, newHandle(t, open))
+					h := newHandle(t, open)
+					h.reopen = o.Reopen
+					tc.run(t, h)
 				})
 			}
 		})
@@ -87,6 +99,8 @@ type handle struct {
 	store.Store
 	closeOnce sync.Once
 	closeErr  error
+	// reopen is Options.Reopen.
+	reopen func(t *testing.T, s store.Store) store.Store
 }
 
 func newHandle(t *testing.T, open func(t *testing.T) store.Store) *handle {

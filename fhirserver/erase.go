@@ -1,0 +1,215 @@
+package fhirserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// Erasure is how a patient is erased: the policy (which elements identify
+// someone) comes from the caller; Erase is the mechanism.
+type Erasure struct {
+	// Anonymize returns the erased form of one version of the Patient.
+	// It must keep id and meta, and be idempotent.
+	Anonymize func(res map[string]any) map[string]any
+	// Scrub returns a resource that references the patient (ref is
+	// "Patient/<id>") without its identifying copies, and whether it
+	// changed anything.
+	Scrub func(res map[string]any, ref string) (map[string]any, bool)
+	// Done reports whether a current version is already erased; Erase is
+	// then a no-op that returns its lastUpdated.
+	Done func(res map[string]any) bool
+}
+
+// Erased is what Erase did.
+type Erased struct {
+	At      time.Time // when the patient was erased
+	Already bool      // it had been erased before; nothing changed now
+}
+
+// erasePage bounds the referencing resources read at once.
+const erasePage = 200
+
+// ErasePatient erases Patient/id for the right to erasure, in one store
+// transaction where the store has them (otherwise step by step, the
+// identifying current version first, so that a retry finishes the job):
+//   - a new version of the Patient, anonymized, with its index rows (so a
+//     search by the old name, phone or email finds nothing);
+//   - every earlier version of it rewritten anonymized in place, so that
+//     history holds no identifying data;
+//   - every resource of the Patient compartment that references it (and
+//     each of their earlier versions) scrubbed of identifying copies, its
+//     clinical content kept.
+//
+// The writes are not checked against profiles: an anonymized Patient no
+// longer has what the national profile requires. It is authorized by the
+// caller (the platform endpoint's policy), not as a FHIR interaction.
+// Unknown: a 404 outcome.
+func (s *Server) ErasePatient(ctx context.Context, id string, e Erasure) (Erased, error) {
+	var out Erased
+	err := s.transact(ctx, func(tx store.Tx) error {
+		out = Erased{}
+		return s.erase(ctx, tx, id, e, &out)
+	})
+	if errors.Is(err, store.ErrTransactionsUnsupported) {
+		err = s.erase(ctx, s.store, id, e, &out)
+	}
+	return out, err
+}
+
+// rewriterOf is the store's in-place rewrite where tx offers it.
+func rewriterOf(tx store.Tx) (store.Rewriter, error) {
+	rw, ok := tx.(store.Rewriter)
+	if !ok {
+		return nil, outcome.New(http.StatusNotImplemented, "not-supported", "this store cannot rewrite history, which erasure needs")
+	}
+	return rw, nil
+}
+
+func (s *Server) erase(ctx context.Context, tx store.Tx, id string, e Erasure, out *Erased) error {
+	rw, err := rewriterOf(tx)
+	if err != nil {
+		return err
+	}
+	cur, err := tx.Read(ctx, "Patient", id)
+	if errors.Is(err, store.ErrNotFound) {
+		return outcome.New(http.StatusNotFound, "not-found", "Patient/"+id+" is not known")
+	}
+	if err != nil {
+		return err
+	}
+	ref := "Patient/" + id
+	if !cur.Deleted {
+		res, err := decodeResource(cur.Body)
+		if err != nil {
+			return err
+		}
+		if e.Done(res) {
+			out.At, out.Already = cur.LastUpdated, true
+			return nil
+		}
+		// The current version first: once it is written, searches no
+		// longer find the patient by what identified them.
+		anon, err := json.Marshal(e.Anonymize(res))
+		if err != nil {
+			return err
+		}
+		w, err := s.stamp(ctx, "Patient", id, cur, anon, store.MethodUpdate)
+		if err != nil {
+			return err
+		}
+		if w.Index, err = s.indexRows(ctx, "Patient", w.Body); err != nil {
+			return err
+		}
+		if err := tx.Put(ctx, w); err != nil {
+			return err
+		}
+		out.At = w.LastUpdated
+	} else {
+		out.At = s.nowFor(ctx)
+	}
+	if err := s.rewriteHistory(ctx, tx, rw, "Patient", id, func(res map[string]any) (map[string]any, bool) {
+		return e.Anonymize(res), true
+	}); err != nil {
+		return err
+	}
+	return s.scrubReferences(ctx, tx, rw, id, func(res map[string]any) (map[string]any, bool) { return e.Scrub(res, ref) })
+}
+
+// rewriteHistory rewrites in place every earlier (non-current) version of
+// typ/id that edit changes. The current version is left to the caller.
+func (s *Server) rewriteHistory(ctx context.Context, tx store.Tx, rw store.Rewriter, typ, id string, edit func(map[string]any) (map[string]any, bool)) error {
+	q := store.HistoryQuery{Type: typ, ID: id, Count: erasePage}
+	first := true
+	for {
+		page, err := tx.History(ctx, q)
+		if err != nil {
+			return err
+		}
+		for i, v := range page.Versions {
+			if (first && i == 0) || v.Deleted { // newest first: the current version
+				continue
+			}
+			res, err := decodeResource(v.Body)
+			if err != nil {
+				return err
+			}
+			edited, changed := edit(res)
+			if !changed {
+				continue
+			}
+			body, err := json.Marshal(edited)
+			if err != nil {
+				return err
+			}
+			if err := rw.Rewrite(ctx, store.Write{Type: typ, ID: id, Version: v.Version, LastUpdated: v.LastUpdated, Method: v.Method, Body: body}); err != nil {
+				return fmt.Errorf("erase: rewrite %s/%s/_history/%d: %w", typ, id, v.Version, err)
+			}
+		}
+		first = false
+		if page.Next == "" {
+			return nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// scrubReferences edits every resource of the patient's compartment (other
+// than the Patient): a new version when the current one changes, and its
+// earlier versions rewritten in place.
+func (s *Server) scrubReferences(ctx context.Context, tx store.Tx, rw store.Rewriter, id string, edit func(map[string]any) (map[string]any, bool)) error {
+	types := slices.DeleteFunc(slices.Clone(compartmentTypes()), func(t string) bool { return t == "Patient" })
+	var members []search.Match
+	for _, t := range types {
+		members = append(members, compartmentMatches(t, id)...)
+	}
+	// Collect first: the writes below change what the search would page
+	// through.
+	var found []*store.Version
+	q := &search.Query{Types: types, Count: erasePage, Where: []search.Clause{{Param: "_compartment", Any: members}}}
+	for {
+		page, err := tx.Search(ctx, q)
+		if err != nil {
+			return err
+		}
+		found = append(found, page.Matches...)
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	for _, cur := range found {
+		res, err := decodeResource(cur.Body)
+		if err != nil {
+			return err
+		}
+		if edited, changed := edit(res); changed {
+			body, err := json.Marshal(edited)
+			if err != nil {
+				return err
+			}
+			w, err := s.stamp(ctx, cur.Type, cur.ID, cur, body, store.MethodUpdate)
+			if err != nil {
+				return err
+			}
+			if w.Index, err = s.indexRows(ctx, cur.Type, w.Body); err != nil {
+				return err
+			}
+			if err := tx.Put(ctx, w); err != nil {
+				return err
+			}
+		}
+		if err := s.rewriteHistory(ctx, tx, rw, cur.Type, cur.ID, edit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
