@@ -8,6 +8,7 @@ require (
 	github.com/google/fhir/go v0.7.4
 	github.com/gorilla/mux v1.8.1
 	github.com/ncruces/go-sqlite3 v0.35.6
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	go.mongodb.org/mongo-driver/v2 v2.9.3
 	golang.org/x/crypto v0.58.0
 	google.golang.org/protobuf v1.25.0

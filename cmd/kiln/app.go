@@ -27,13 +27,15 @@ import (
 // the HTTP handler over both. `kiln serve` serves it; the admin commands
 // use it in-process.
 type app struct {
-	store   kilnStore
-	audit   auditLog // the audit partition
-	rec     *audit.Recorder
-	auth    *auth.Service
-	fhir    *fhirserver.Server
-	handler http.Handler
-	logger  *slog.Logger
+	store kilnStore
+	audit auditLog // the audit partition
+	rec   *audit.Recorder
+	auth  *auth.Service
+	fhir  *fhirserver.Server
+	// platform is the platform's JSON API (legacyapi) over fhir.
+	platform *legacyapi.API
+	handler  http.Handler
+	logger   *slog.Logger
 }
 
 // openApp opens the store and assembles the server on it.
@@ -96,8 +98,28 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 		return nil, err
 	}
 	svc.Audit = func(ctx context.Context, e auth.Event) { _ = a.rec.Record(context.WithoutCancel(ctx), authEvent(e)) }
+	if a.platform, err = newPlatformAPI(cfg, a, logger); err != nil {
+		a.rec.Close(ctx)
+		a.audit.Close()
+		return nil, err
+	}
 	a.handler = a.routes(cfg)
 	return a, nil
+}
+
+// newPlatformAPI builds the platform endpoints over the FHIR service and
+// the store: PT-<n> come from the store's sequence; DELETE /patients/{id}
+// erases through the FHIR service's erasure with the policy of adapters.
+func newPlatformAPI(cfg serveConfig, a *app, logger *slog.Logger) (*legacyapi.API, error) {
+	return legacyapi.New(legacyapi.Config{
+		FHIR:       a.fhir,
+		Sequence:   a.store,
+		Records:    a.store,
+		Eraser:     legacyapi.FHIREraser{FHIR: a.fhir},
+		ProfileURL: cfg.Validation.ProfileURL,
+		Auth:       a.auth,
+		Logger:     logger,
+	})
 }
 
 // Close closes the store, logging a failure: by then the command's outcome
@@ -140,7 +162,10 @@ func (a *app) routes(cfg serveConfig) http.Handler {
 		_, _ = io.WriteString(w, `{"status":"ready"}`)
 	}).Methods(http.MethodGet, http.MethodHead)
 	// Before the FHIR routes: /fhir/.well-known/… would match /fhir/{type}/{id}.
-	r.Handle("/auth/login", legacyapi.Login(a.auth)).Methods(http.MethodPost)
+	// The platform endpoints: /auth/login, /patients…, /openapi.json.
+	for _, rt := range a.platform.Routes() {
+		r.Handle(rt.Path, rt.Handler).Methods(rt.Method)
+	}
 	a.auth.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
 	a.fhir.Register(r, "/fhir")
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -60,11 +60,13 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 }
 
 // kilnStore is what the commands need of a store: the FHIR store, the
-// reindex of its rows, and the server's own records (users, keys…).
+// reindex of its rows, the server's own records (users, keys…) and its
+// sequences (PT-<n>).
 type kilnStore interface {
 	store.Store
 	store.Indexer
 	store.Records
+	store.Sequencer
 }
 
 // openStore opens the clinical partition: on MongoDB when a URI is

@@ -17,7 +17,7 @@ import (
 func TestServeOnMongoDB(t *testing.T) {
 	uri := mongotest.URI(t)
 	prefix := mongotest.NewName()
-	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical") })
+	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical"); mongotest.Drop(t, prefix+"_audit") })
 	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
 	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
 	addr, client, out, _ := startServe(t, "--mongodb-uri", uri, "--mongodb-database", prefix)
@@ -30,7 +30,11 @@ func TestServeOnMongoDB(t *testing.T) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader([]byte(body)))
 		if body != "" {
-			req.Header.Set("Content-Type", "application/fhir+json")
+			ct := "application/fhir+json"
+			if strings.HasPrefix(path, "/patients") {
+				ct = "application/json"
+			}
+			req.Header.Set("Content-Type", ct)
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
@@ -68,6 +72,21 @@ func TestServeOnMongoDB(t *testing.T) {
 	}
 	if status, m := do("GET", "/Patient?family=okaf", ""); status != http.StatusOK || len(entries(m)) != 0 {
 		t.Errorf("search after delete: %d, %d entries, want 0", status, len(entries(m)))
+	}
+
+	// The platform API on MongoDB: PT-<n> from the store's sequence, and
+	// the erasure (step by step where the server has no transactions).
+	base = "https://" + addr
+	status, created = do("POST", "/patients", `{"first_name":"Ada","last_name":"Okafor","date_of_birth":"1975-04-12","phone":"0803 555 0101"}`)
+	pid, _ := created["patient_id"].(string)
+	if status != http.StatusCreated || !strings.HasPrefix(pid, "PT-") {
+		t.Fatalf("POST /patients: %d %v", status, created)
+	}
+	if status, m := do("DELETE", "/patients/"+pid, ""); status != http.StatusOK || m["status"] != "anonymized" {
+		t.Errorf("DELETE /patients/%s: %d %v", pid, status, m)
+	}
+	if status, m := do("GET", "/fhir/Patient?family=okafor", ""); status != http.StatusOK || len(entries(m)) != 0 {
+		t.Errorf("the erased patient is still found by name: %d %v", status, m)
 	}
 }
 

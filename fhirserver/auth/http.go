@@ -22,6 +22,7 @@ var publicPaths = map[string]bool{
 	"/.well-known/openid-configuration":     true,
 	"/fhir/.well-known/smart-configuration": true,
 	"/fhir/metadata":                        true,
+	"/openapi.json":                         true,
 	"/livez":                                true,
 	"/readyz":                               true,
 }

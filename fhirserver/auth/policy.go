@@ -51,6 +51,9 @@ type Request struct {
 	// Admin marks an admin-only action ($reindex, managing users, clients
 	// or keys).
 	Admin bool
+	// Role is the caller's role (Principal.Role), for the rules that need
+	// a role besides a scope (the erasure of a patient).
+	Role string
 }
 
 func (r Request) String() string {
@@ -106,10 +109,11 @@ const (
 type policyNeed uint8
 
 const (
-	needScope policyNeed = iota + 1 // the platform scope rule.scope
-	needSMART                       // a SMART permission on the type (or "*") with the op
-	needAdmin                       // Grant.Admin
-	needNever                       // nothing allows it
+	needScope        policyNeed = iota + 1 // the platform scope rule.scope
+	needSMART                              // a SMART permission on the type (or "*") with the op
+	needAdmin                              // Grant.Admin
+	needNever                              // nothing allows it
+	needScopeAndRole                       // the platform scope rule.scope and one of rule.roles
 )
 
 type policyRule struct {
@@ -119,6 +123,7 @@ type policyRule struct {
 	ops        Op
 	need       policyNeed
 	scope      Platform
+	roles      []string // needScopeAndRole: the roles that qualify
 	note       string
 }
 
@@ -140,8 +145,9 @@ var policyRules = []policyRule{
 	{partitions: partsClinical, target: targetTeleRead, ops: OpReadSearch, need: needScope, scope: ConsultationsRead},
 	{partitions: partsClinical, target: targetTeleWrite, ops: OpCreate | OpUpdate, need: needScope, scope: ConsultationsWrite},
 	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointPatients, ops: OpReadSearch, need: needScope, scope: PatientsRead},
-	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointPatients, ops: OpWrite, need: needScope, scope: PatientsWrite,
-		note: "DELETE /patients/{id} anonymizes"},
+	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointPatients, ops: OpCreate | OpUpdate, need: needScope, scope: PatientsWrite},
+	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointPatients, ops: OpDelete, need: needScopeAndRole, scope: PatientsWrite,
+		roles: []string{RoleAdmin, RolePrivacyOfficer}, note: "DELETE /patients/{id} anonymizes (right to erasure)"},
 	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointTele, ops: OpReadSearch, need: needScope, scope: ConsultationsRead},
 	{partitions: partsClinical, target: targetEndpoint, endpoint: EndpointTele, ops: OpWrite, need: needScope, scope: ConsultationsWrite},
 	{partitions: partsWorkforce, target: targetAny, ops: OpReadSearch, need: needScope, scope: WorkforceRead,
@@ -187,6 +193,8 @@ func (x policyRule) satisfied(g Grant, r Request) bool {
 	switch x.need {
 	case needScope:
 		return g.Platform&x.scope != 0
+	case needScopeAndRole:
+		return g.Platform&x.scope != 0 && slices.Contains(x.roles, r.Role)
 	case needAdmin:
 		return g.Admin
 	case needSMART:
@@ -204,6 +212,8 @@ func (x policyRule) needFor(r Request) string {
 	switch x.need {
 	case needScope:
 		return x.scope.String()
+	case needScopeAndRole:
+		return x.scope.String() + " and the role " + strings.Join(x.roles, " or ")
 	case needAdmin:
 		return "the admin role"
 	case needSMART:
@@ -336,6 +346,8 @@ func (x policyRule) needText() string {
 		return "`" + x.scope.String() + "`"
 	case needSMART:
 		return "SMART `<context>/<Type>.<op>` or `<context>/*.<op>` (v1 or v2); system level needs `*`"
+	case needScopeAndRole:
+		return "`" + x.scope.String() + "` and role `" + strings.Join(x.roles, "` or `") + "`"
 	case needAdmin:
 		return "role `admin`"
 	case needNever:

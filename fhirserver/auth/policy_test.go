@@ -44,7 +44,7 @@ func TestAllowsEndpoints(t *testing.T) {
 			scope := Platform(1 << i)
 			g := Grant{Platform: scope}
 			for _, op := range policyOps {
-				r := Request{Partition: e.partition, Endpoint: e.endpoint, Op: op}
+				r := Request{Partition: e.partition, Endpoint: e.endpoint, Op: op, Role: RoleAdmin}
 				want := (isReadOp(op) && scope == e.read) || (!isReadOp(op) && scope == e.write)
 				if err := g.Allows(r); (err == nil) != want {
 					t.Errorf("%s: %v: got %v, want allowed=%v", scope, r, err, want)
@@ -66,6 +66,38 @@ func TestAllowsEndpoints(t *testing.T) {
 		all := AllScopes(ContextSystem).WithAdmin()
 		if err := all.Allows(Request{Partition: other, Endpoint: e.endpoint, Op: OpRead}); err == nil {
 			t.Errorf("%s allowed in the %s partition", e.endpoint, other)
+		}
+	}
+}
+
+// Erasing a patient (DELETE /patients/{id}) needs patients:write and a
+// privacy-capable role; the other writes of /patients need the scope only.
+func TestAllowsPatientErasure(t *testing.T) {
+	write := Grant{Platform: PatientsWrite}
+	for _, tt := range []struct {
+		g    Grant
+		role string
+		op   Op
+		want bool
+	}{
+		{write, RoleAdmin, OpDelete, true},
+		{write, RolePrivacyOfficer, OpDelete, true},
+		{write, RoleProvider, OpDelete, false},
+		{write, RoleWorkforceOfficer, OpDelete, false},
+		{write, "", OpDelete, false},
+		{Grant{Platform: PatientsRead}, RolePrivacyOfficer, OpDelete, false},
+		{AllScopes(ContextUser).WithAdmin(), "", OpDelete, false},
+		{write, RoleProvider, OpCreate, true},
+		{write, "", OpUpdate, true},
+	} {
+		r := Request{Partition: PartitionClinical, Endpoint: EndpointPatients, Op: tt.op, Role: tt.role}
+		err := tt.g.Allows(r)
+		if (err == nil) != tt.want {
+			t.Errorf("%v as %q with %s: %v, want allowed=%v", r, tt.role, tt.g, err, tt.want)
+		}
+		var d *Denied
+		if err != nil && tt.op == OpDelete && (!errors.As(err, &d) || !strings.Contains(d.Need, "privacy_officer")) {
+			t.Errorf("Denied = %v", err)
 		}
 	}
 }

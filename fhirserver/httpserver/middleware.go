@@ -237,21 +237,38 @@ func Recover(log *slog.Logger, internalError http.HandlerFunc) func(http.Handler
 
 // WriteError answers a platform (non-FHIR) endpoint with the JSON error body.
 func WriteError(w http.ResponseWriter, status int, code, message string) {
-	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
+	WriteErrorDetails(w, status, code, message, nil)
+}
+
+// WriteErrorDetails is WriteError with the problems found, one per field
+// (e.g. each failed check of a request body); none leaves details out.
+func WriteErrorDetails(w http.ResponseWriter, status int, code, message string, details []FieldProblem) {
+	body, _ := json.Marshal(ErrorBody{Error: ErrorDetail{Code: code, Message: message, Details: details}})
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
 
-// ErrorBody is the JSON error shape of the platform's non-FHIR endpoints.
+// ErrorBody is the JSON error shape of the platform's non-FHIR endpoints:
+// {"error": {"code", "message", "details": [{"field", "problem"}]}}, with
+// details only when there are field problems to report.
 type ErrorBody struct {
 	Error ErrorDetail `json:"error"`
 }
 
 // ErrorDetail describes one error of a platform endpoint.
 type ErrorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details []FieldProblem `json:"details,omitempty"`
+}
+
+// FieldProblem is one problem with one field of a request: Field is its
+// path in the body ("first_name", "address"; "" for the body as a whole),
+// Problem says what is wrong without echoing the value.
+type FieldProblem struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
 }
 
 // limitBody caps every request body. Handlers apply tighter limits of their

@@ -1,0 +1,212 @@
+package legacyapi
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+)
+
+// The JSON Schemas of the platform bodies: request bodies are checked
+// against them, and the OpenAPI document serves them.
+//
+//go:embed schemas/*.json
+var schemaFiles embed.FS
+
+// schemaBase is the base of the schemas' $id (never fetched).
+const schemaBase = "https://kiln.invalid/schemas/"
+
+// Schema names (files under schemas/, without .json).
+const (
+	schemaPatientCreate  = "patient-create"
+	schemaPatientCreated = "patient-created"
+	schemaPatientSummary = "patient-summary"
+	schemaPatientErased  = "patient-erased"
+	schemaLoginRequest   = "login-request"
+	schemaLoginResponse  = "login-response"
+	schemaError          = "error"
+)
+
+// schemas holds the compiled schemas and their documents.
+type schemas struct {
+	compiled map[string]*jsonschema.Schema
+	docs     map[string]map[string]any
+}
+
+// earliestBirth is the earliest date of birth accepted.
+const earliestBirth = "1900-01-01"
+
+// loadSchemas compiles every schema file once. The format "birth-date" is
+// a full date (YYYY-MM-DD, a real calendar date) from 1900-01-01 up to
+// today (UTC), the date the national Patient profile's nat-pat-3 checks
+// too, so that no body the schema accepts is refused by the profile.
+func loadSchemas(now func() time.Time) (*schemas, error) {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	c.RegisterFormat(&jsonschema.Format{Name: "birth-date", Validate: func(v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		_, err := time.Parse(time.DateOnly, s)
+		if err != nil || len(s) != len(time.DateOnly) {
+			return errors.New("must be a date YYYY-MM-DD")
+		}
+		if s < earliestBirth {
+			return errors.New("must not be before " + earliestBirth)
+		}
+		if today := now().UTC().Format(time.DateOnly); s > today {
+			return errors.New("must not be in the future")
+		}
+		return nil
+	}})
+	out := &schemas{compiled: map[string]*jsonschema.Schema{}, docs: map[string]map[string]any{}}
+	entries, err := fs.ReadDir(schemaFiles, "schemas")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".json")
+		b, err := schemaFiles.ReadFile("schemas/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", e.Name(), err)
+		}
+		if err := c.AddResource(schemaBase+e.Name(), doc); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", e.Name(), err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("schema %s: %w", e.Name(), err)
+		}
+		out.docs[name] = m
+	}
+	for name := range out.docs {
+		sch, err := c.Compile(schemaBase + name + ".json")
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: %w", name, err)
+		}
+		out.compiled[name] = sch
+	}
+	return out, nil
+}
+
+// check validates a decoded JSON value (numbers as json.Number) against
+// the schema and returns the problems found, one per field, sorted.
+func (s *schemas) check(name string, v any) []httpserver.FieldProblem {
+	err := s.compiled[name].Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []httpserver.FieldProblem{{Field: "", Problem: "could not be checked"}}
+	}
+	var out []httpserver.FieldProblem
+	add := func(field, problem string) {
+		p := httpserver.FieldProblem{Field: field, Problem: problem}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		field := strings.Join(e.InstanceLocation, ".")
+		switch k := e.ErrorKind.(type) {
+		case *kind.Required:
+			for _, m := range k.Missing {
+				add(join(field, m), "is required")
+			}
+		case *kind.AdditionalProperties:
+			for _, p := range k.Properties {
+				add(join(field, p), "is not a known field")
+			}
+		case *kind.Type:
+			add(field, "must be "+typeWords(k.Want))
+		case *kind.MinLength:
+			if k.Want <= 1 {
+				add(field, "must not be empty")
+			} else {
+				add(field, "must be at least "+strconv.Itoa(k.Want)+" characters long")
+			}
+		case *kind.MaxLength:
+			add(field, "must be at most "+strconv.Itoa(k.Want)+" characters long")
+		case *kind.Pattern:
+			add(field, patternProblem(field))
+		case *kind.Format:
+			switch {
+			case k.Want == "email":
+				add(field, "must be an e-mail address")
+			case k.Err != nil && k.Want == "birth-date":
+				add(field, k.Err.Error())
+			default:
+				add(field, "must be a valid "+k.Want)
+			}
+		default:
+			add(field, "has an invalid value")
+		}
+	}
+	walk(ve)
+	slices.SortFunc(out, func(a, b httpserver.FieldProblem) int {
+		return strings.Compare(a.Field+"\x00"+a.Problem, b.Field+"\x00"+b.Problem)
+	})
+	return out
+}
+
+func join(parent, field string) string {
+	if parent == "" {
+		return field
+	}
+	return parent + "." + field
+}
+
+func typeWords(want []string) string {
+	words := make([]string, len(want))
+	for i, t := range want {
+		switch t {
+		case "object", "array", "integer":
+			words[i] = "an " + t
+		case "null":
+			words[i] = "null"
+		default:
+			words[i] = "a " + t
+		}
+	}
+	return strings.Join(words, " or ")
+}
+
+// patternProblem says what a field's pattern asks for, without echoing
+// the value.
+func patternProblem(field string) string {
+	switch field {
+	case "first_name", "last_name":
+		return "must not be blank or hold control characters"
+	case "phone":
+		return "must be a phone number: digits, spaces, hyphens, dots and parentheses, with an optional leading +"
+	case "email":
+		return "must be an e-mail address whose domain has a dot"
+	case "address":
+		return "must not be blank"
+	}
+	return "has an invalid format"
+}
