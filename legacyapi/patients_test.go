@@ -114,7 +114,7 @@ type testEnv struct {
 type envOption func(*Config, *testEnv)
 
 func withStoreSequence(c *Config, e *testEnv) { c.Sequence = e.st }
-func withoutEraser(c *Config, _ *testEnv)      { c.Eraser = nil }
+func withoutEraser(c *Config, _ *testEnv)     { c.Eraser = nil }
 func withFHIREraser(c *Config, e *testEnv) {
 	c.Eraser = FHIREraser{FHIR: e.fhir, Now: func() time.Time { return testNow }}
 }
