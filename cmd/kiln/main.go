@@ -53,6 +53,7 @@ Usage:
 `
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	privateFiles()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
