@@ -14,8 +14,12 @@ build:
 run: build
 	./$(BIN) serve
 
+# Tests that read the shared reference folder (US Core) are opt-in through
+# KILN_SHARED; make test sets it when ../shared is beside the repository.
+SHARED_ENV := $(if $(wildcard $(SHARED)/fhir),KILN_SHARED=$(abspath $(SHARED)))
+
 test:
-	$(GO) test -count=1 ./...
+	$(SHARED_ENV) $(GO) test -count=1 ./...
 
 # The store conformance suite and the HTTP tests on the MongoDB store at
 # MONGODB_URI (a real replica set, or the FerretDB stand-in .ci/run starts).

@@ -2,13 +2,16 @@ package validate
 
 import (
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
-const usCoreDir = "../../../shared/fhir/us-core-3.1.0"
+// usCoreDir is the US Core 3.1.0 package of the shared reference folder
+// (KILN_SHARED, which make test sets when ../shared is present).
+var usCoreDir = filepath.Join(os.Getenv("KILN_SHARED"), "fhir", "us-core-3.1.0")
 
 var usCoreSet = sync.OnceValues(func() (*profiles.Set, error) {
 	return profiles.NewSet(profiles.SetOptions{Packages: []string{usCoreDir}})
@@ -16,8 +19,8 @@ var usCoreSet = sync.OnceValues(func() (*profiles.Set, error) {
 
 func usCoreValidator(t testing.TB) *Validator {
 	t.Helper()
-	if _, err := os.Stat(usCoreDir); err != nil {
-		t.Skip("US Core 3.1.0 not in " + usCoreDir)
+	if os.Getenv("KILN_SHARED") == "" {
+		t.Skip("set KILN_SHARED to the shared reference folder (with fhir/us-core-3.1.0) to run")
 	}
 	set, err := usCoreSet()
 	if err != nil {
