@@ -1064,12 +1064,18 @@ func TestLoginEnumeration(t *testing.T) {
 		``, `not json`, `[]`, `{"email":1,"password":"x"}`, `{"email":"known@example.org"}`,
 		`{"email":"known@example.org","password":""}`, `{"email":"known@example.org","password":"x","admin":true}`,
 		`{"email":"known@example.org","password":"x"} {}`, `{"email":"known@example.org","password":"x"`,
-		`{"email":"` + strings.Repeat("a", 9000) + `","password":"x"}`,
 	} {
 		r := h.do(http.MethodPost, "/auth/login", "", []byte(body), "Content-Type", "application/json")
 		if r.status != http.StatusBadRequest {
 			t.Errorf("malformed body %.40q: %d, want 400; %s", body, r.status, r.body)
 		}
+	}
+	// Too large, or not JSON at all: the statuses every platform endpoint uses.
+	if r := h.do(http.MethodPost, "/auth/login", "", []byte(`{"email":"`+strings.Repeat("a", 9000)+`","password":"x"}`), "Content-Type", "application/json"); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("an oversized login body: %d, want 413; %s", r.status, r.body)
+	}
+	if r := h.do(http.MethodPost, "/auth/login", "", []byte(`email=a&password=b`), "Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusUnsupportedMediaType {
+		t.Errorf("a form-encoded login body: %d, want 415; %s", r.status, r.body)
 	}
 
 	r := h.login("known@example.org", "the right password")

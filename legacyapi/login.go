@@ -3,11 +3,10 @@
 package legacyapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
@@ -21,29 +20,29 @@ type loginRequest struct {
 	Password string `json:"password"`
 }
 
+// loginSchemas are the schemas Login checks its body with (the same
+// files the platform API and its OpenAPI document use).
+var loginSchemas = sync.OnceValues(func() (*schemas, error) { return loadSchemas(time.Now) })
+
 // Login is POST /auth/login: {"email", "password"} → the platform's token
 // response (access_token, expires_in, token_type, user_role, scope, and a
 // refresh_token). Wrong credentials, an unknown email and a disabled
-// account all get the same 401 after the same work; a malformed body is a
-// 400; too many failures a 429 with Retry-After.
+// account all get the same 401 after the same work; a body that is not
+// application/json is a 415, one that fails the login-request schema a
+// 400 with the fields at fault; too many failures a 429 with Retry-After.
 func Login(svc *auth.Service) http.Handler {
 	return svc.Limited(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxLoginBytes+1))
-		if err != nil || len(body) > maxLoginBytes {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_request", "the body must be a small JSON object")
+		sch, err := loginSchemas()
+		if err != nil { // the embedded schemas compile in every test run
+			httpserver.WriteError(w, http.StatusInternalServerError, "internal_error", "the login schema could not be loaded")
 			return
 		}
-		var req loginRequest
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || dec.More() {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_request", `the body must be {"email": "...", "password": "..."}`)
+		v, ok := sch.read(w, r, "login-request", maxLoginBytes)
+		if !ok {
 			return
 		}
-		if req.Email == "" || req.Password == "" {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_request", "email and password are required")
-			return
-		}
+		m := v.(map[string]any) // the schema requires an object of two strings
+		req := loginRequest{Email: m["email"].(string), Password: m["password"].(string)}
 		resp, err := svc.Login(r.Context(), req.Email, req.Password, auth.ClientIP(r))
 		var te *auth.ThrottledError
 		switch {

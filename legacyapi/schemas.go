@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"mime"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,4 +212,46 @@ func patternProblem(field string) string {
 		return "must not be blank"
 	}
 	return "has an invalid format"
+}
+
+// read reads a platform request body and checks it against the named
+// schema (the one JSON guard of the platform endpoints): 415 unless it is application/json, 413 when larger than max,
+// 400 when it is not one JSON value or fails the schema (with details).
+// It returns the decoded value (numbers as json.Number).
+func (s *schemas) read(w http.ResponseWriter, r *http.Request, schema string, max int64) (any, bool) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		httpserver.WriteError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be application/json")
+		return nil, false
+	}
+	if r.ContentLength > max {
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is larger than "+strconv.FormatInt(max, 10)+" bytes")
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || int64(len(body)) > max {
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "the body is larger than "+strconv.FormatInt(max, 10)+" bytes")
+		return nil, false
+	}
+	if err != nil {
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "the body could not be read")
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "the body is not valid JSON")
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "the body must hold one JSON value only")
+		return nil, false
+	}
+	if problems := s.check(schema, v); len(problems) > 0 {
+		httpserver.WriteErrorDetails(w, http.StatusBadRequest, "invalid_body", "the body does not match the "+schema+" schema", problems)
+		return nil, false
+	}
+	return v, true
 }
