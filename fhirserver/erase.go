@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"time"
 
@@ -15,24 +16,22 @@ import (
 )
 
 // Erasure is how a patient is erased: the policy (which elements identify
-// someone) comes from the caller; Erase is the mechanism.
+// someone) comes from the caller; ErasePatient is the mechanism.
 type Erasure struct {
 	// Anonymize returns the erased form of one version of the Patient.
-	// It must keep id and meta, and be idempotent.
+	// It must keep id and meta, and be idempotent: a version is erased
+	// when anonymizing it changes nothing.
 	Anonymize func(res map[string]any) map[string]any
 	// Scrub returns a resource that references the patient (ref is
 	// "Patient/<id>") without its identifying copies, and whether it
 	// changed anything.
 	Scrub func(res map[string]any, ref string) (map[string]any, bool)
-	// Done reports whether a current version is already erased; Erase is
-	// then a no-op that returns its lastUpdated.
-	Done func(res map[string]any) bool
 }
 
-// Erased is what Erase did.
+// Erased is what ErasePatient did.
 type Erased struct {
 	At      time.Time // when the patient was erased
-	Already bool      // it had been erased before; nothing changed now
+	Already bool      // the current version was already erased
 }
 
 // erasePage bounds the referencing resources read at once.
@@ -40,7 +39,7 @@ const erasePage = 200
 
 // ErasePatient erases Patient/id for the right to erasure, in one store
 // transaction where the store has them (otherwise step by step, the
-// identifying current version first, so that a retry finishes the job):
+// identifying current version first):
 //   - a new version of the Patient, anonymized, with its index rows (so a
 //     search by the old name, phone or email finds nothing);
 //   - every earlier version of it rewritten anonymized in place, so that
@@ -48,6 +47,12 @@ const erasePage = 200
 //   - every resource of the Patient compartment that references it (and
 //     each of their earlier versions) scrubbed of identifying copies, its
 //     clinical content kept.
+//
+// A patient already erased (anonymizing the current version changes
+// nothing) keeps its erasure time, and the history and references are
+// checked again, which finishes an erasure cut short on a store without
+// transactions; only what still identifies the patient is rewritten.
+// A deleted Patient's history is erased too; its time is the deletion's.
 //
 // The writes are not checked against profiles: an anonymized Patient no
 // longer has what the national profile requires. It is authorized by the
@@ -62,7 +67,7 @@ func (s *Server) ErasePatient(ctx context.Context, id string, e Erasure) (Erased
 	if errors.Is(err, store.ErrTransactionsUnsupported) {
 		err = s.erase(ctx, s.store, id, e, &out)
 	}
-	return out, err
+	return out, clientError(err)
 }
 
 // rewriterOf is the store's in-place rewrite where tx offers it.
@@ -72,6 +77,25 @@ func rewriterOf(tx store.Tx) (store.Rewriter, error) {
 		return nil, outcome.New(http.StatusNotImplemented, "not-supported", "this store cannot rewrite history, which erasure needs")
 	}
 	return rw, nil
+}
+
+// edited applies edit to a decoded copy of body and reports whether it
+// changed anything, and the new body.
+func edited(body []byte, edit func(map[string]any) map[string]any) ([]byte, bool, error) {
+	before, err := decodeResource(body)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := decodeResource(body)
+	if err != nil {
+		return nil, false, err
+	}
+	after := edit(res)
+	if reflect.DeepEqual(before, after) {
+		return nil, false, nil
+	}
+	out, err := json.Marshal(after)
+	return out, true, err
 }
 
 func (s *Server) erase(ctx context.Context, tx store.Tx, id string, e Erasure, out *Erased) error {
@@ -86,47 +110,42 @@ func (s *Server) erase(ctx context.Context, tx store.Tx, id string, e Erasure, o
 	if err != nil {
 		return err
 	}
-	ref := "Patient/" + id
+	out.At = cur.LastUpdated
 	if !cur.Deleted {
-		res, err := decodeResource(cur.Body)
-		if err != nil {
-			return err
-		}
-		if e.Done(res) {
-			out.At, out.Already = cur.LastUpdated, true
-			return nil
-		}
 		// The current version first: once it is written, searches no
 		// longer find the patient by what identified them.
-		anon, err := json.Marshal(e.Anonymize(res))
+		anon, changed, err := edited(cur.Body, e.Anonymize)
 		if err != nil {
 			return err
 		}
-		w, err := s.stamp(ctx, "Patient", id, cur, anon, store.MethodUpdate)
-		if err != nil {
-			return err
+		out.Already = !changed
+		if changed {
+			w, err := s.stamp(ctx, "Patient", id, cur, anon, store.MethodUpdate)
+			if err != nil {
+				return err
+			}
+			if w.Index, err = s.indexRows(ctx, "Patient", w.Body); err != nil {
+				return err
+			}
+			if err := tx.Put(ctx, w); err != nil {
+				return err
+			}
+			out.At = w.LastUpdated
 		}
-		if w.Index, err = s.indexRows(ctx, "Patient", w.Body); err != nil {
-			return err
-		}
-		if err := tx.Put(ctx, w); err != nil {
-			return err
-		}
-		out.At = w.LastUpdated
-	} else {
-		out.At = s.nowFor(ctx)
 	}
-	if err := s.rewriteHistory(ctx, tx, rw, "Patient", id, func(res map[string]any) (map[string]any, bool) {
-		return e.Anonymize(res), true
-	}); err != nil {
+	if err := s.rewriteHistory(ctx, tx, rw, "Patient", id, e.Anonymize); err != nil {
 		return err
 	}
-	return s.scrubReferences(ctx, tx, rw, id, func(res map[string]any) (map[string]any, bool) { return e.Scrub(res, ref) })
+	ref := "Patient/" + id
+	return s.scrubReferences(ctx, tx, rw, id, func(res map[string]any) map[string]any {
+		res, _ = e.Scrub(res, ref)
+		return res
+	})
 }
 
 // rewriteHistory rewrites in place every earlier (non-current) version of
 // typ/id that edit changes. The current version is left to the caller.
-func (s *Server) rewriteHistory(ctx context.Context, tx store.Tx, rw store.Rewriter, typ, id string, edit func(map[string]any) (map[string]any, bool)) error {
+func (s *Server) rewriteHistory(ctx context.Context, tx store.Tx, rw store.Rewriter, typ, id string, edit func(map[string]any) map[string]any) error {
 	q := store.HistoryQuery{Type: typ, ID: id, Count: erasePage}
 	first := true
 	for {
@@ -138,17 +157,12 @@ func (s *Server) rewriteHistory(ctx context.Context, tx store.Tx, rw store.Rewri
 			if (first && i == 0) || v.Deleted { // newest first: the current version
 				continue
 			}
-			res, err := decodeResource(v.Body)
+			body, changed, err := edited(v.Body, edit)
 			if err != nil {
 				return err
 			}
-			edited, changed := edit(res)
 			if !changed {
 				continue
-			}
-			body, err := json.Marshal(edited)
-			if err != nil {
-				return err
 			}
 			if err := rw.Rewrite(ctx, store.Write{Type: typ, ID: id, Version: v.Version, LastUpdated: v.LastUpdated, Method: v.Method, Body: body}); err != nil {
 				return fmt.Errorf("erase: rewrite %s/%s/_history/%d: %w", typ, id, v.Version, err)
@@ -164,8 +178,9 @@ func (s *Server) rewriteHistory(ctx context.Context, tx store.Tx, rw store.Rewri
 
 // scrubReferences edits every resource of the patient's compartment (other
 // than the Patient): a new version when the current one changes, and its
-// earlier versions rewritten in place.
-func (s *Server) scrubReferences(ctx context.Context, tx store.Tx, rw store.Rewriter, id string, edit func(map[string]any) (map[string]any, bool)) error {
+// earlier versions rewritten in place. Resources that referenced the
+// patient only in earlier versions, or that are deleted, are not found.
+func (s *Server) scrubReferences(ctx context.Context, tx store.Tx, rw store.Rewriter, id string, edit func(map[string]any) map[string]any) error {
 	types := slices.DeleteFunc(slices.Clone(compartmentTypes()), func(t string) bool { return t == "Patient" })
 	var members []search.Match
 	for _, t := range types {
@@ -187,15 +202,11 @@ func (s *Server) scrubReferences(ctx context.Context, tx store.Tx, rw store.Rewr
 		q.Cursor = page.Next
 	}
 	for _, cur := range found {
-		res, err := decodeResource(cur.Body)
+		body, changed, err := edited(cur.Body, edit)
 		if err != nil {
 			return err
 		}
-		if edited, changed := edit(res); changed {
-			body, err := json.Marshal(edited)
-			if err != nil {
-				return err
-			}
+		if changed {
 			w, err := s.stamp(ctx, cur.Type, cur.ID, cur, body, store.MethodUpdate)
 			if err != nil {
 				return err

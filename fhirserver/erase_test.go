@@ -27,10 +27,6 @@ var testErasure = fhirserver.Erasure{
 		delete(subj, "display")
 		return res, true
 	},
-	Done: func(res map[string]any) bool {
-		meta, _ := res["meta"].(map[string]any)
-		return meta["security"] != nil
-	},
 }
 
 // Erasure leaves no identifying data in the Patient's current version,
@@ -88,6 +84,28 @@ func TestErasePatient(t *testing.T) {
 	if err != nil || !again.Already || !again.At.Equal(got.At) {
 		t.Errorf("a second erasure: %+v, %v; want the first one's time", again, err)
 	}
+	// A security label alone does not make a patient erased: what counts
+	// is whether anonymizing still changes something.
+	must(h.do("PUT", "/Patient/e2", []byte(`{"resourceType":"Patient","id":"e2","meta":{"security":[{"code":"ANONYED"}]},"name":[{"family":"Okafor"}]}`)), 201)
+	if got, err := srv.ErasePatient(ctx, "e2", testErasure); err != nil || got.Already {
+		t.Errorf("a labelled but identifying patient: %+v, %v", got, err)
+	}
+	if body := string(h.do("GET", "/Patient/e2", nil).body); strings.Contains(body, "Okafor") {
+		t.Errorf("the labelled patient kept its name: %s", body)
+	}
+	// A deleted patient's history is erased; the answer keeps the
+	// deletion's time.
+	must(h.do("PUT", "/Patient/e3", []byte(`{"resourceType":"Patient","id":"e3","name":[{"family":"Adeyemi"}]}`)), 201)
+	must(h.do("DELETE", "/Patient/e3", nil), 204)
+	first, err := srv.ErasePatient(ctx, "e3", testErasure)
+	second, err2 := srv.ErasePatient(ctx, "e3", testErasure)
+	if err != nil || err2 != nil || !first.At.Equal(second.At) {
+		t.Errorf("erasing a deleted patient twice: %+v %v, %+v %v", first, err, second, err2)
+	}
+	if body := string(h.do("GET", "/Patient/e3/_history", nil).body); strings.Contains(body, "Adeyemi") {
+		t.Errorf("the deleted patient's history still names them: %s", body)
+	}
+
 	_, err = srv.ErasePatient(ctx, "nobody", testErasure)
 	var oe *outcome.Error
 	if !errors.As(err, &oe) || oe.Status != http.StatusNotFound {

@@ -17,8 +17,8 @@ import (
 // AnonymizePatient for each version of the Patient, ScrubReferencing for
 // the resources that reference it, with the identifying values collected
 // from the Patient's versions as they are anonymized (the mechanism
-// anonymizes the Patient before it scrubs references), and IsAnonymized
-// to make a second erasure a no-op that returns the first one's time.
+// anonymizes the Patient before it scrubs references). A second erasure
+// (anonymizing changes nothing) returns the first one's time.
 type FHIREraser struct {
 	FHIR *fhirserver.Server
 	// Now is the clock for the age rule of AnonymizePatient; nil: time.Now.
@@ -51,7 +51,6 @@ func (e FHIREraser) ErasePatient(ctx context.Context, id string) (time.Time, err
 			mu.Unlock()
 			return adapters.ScrubReferencing(res, ref, words...)
 		},
-		Done: adapters.IsAnonymized,
 	})
 	if err != nil {
 		return time.Time{}, err

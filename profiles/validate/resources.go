@@ -127,6 +127,10 @@ func (w *walker) nestedCtx(rc *resCtx, e *elemPlan, m map[string]any) *resCtx {
 	return n
 }
 
+// maxNestedProfiles bounds the profiles a contained resource or a Bundle
+// entry is walked against: each is a walk of the whole resource.
+const maxNestedProfiles = 16
+
 // nestedResource validates a contained resource or a Bundle entry against
 // the base definition of its type and its known meta.profile.
 func (w *walker) nestedResource(rc *resCtx, e *elemPlan, m map[string]any, l *loc) {
@@ -140,10 +144,16 @@ func (w *walker) nestedResource(rc *resCtx, e *elemPlan, m map[string]any, l *lo
 	w.item(nrc, tp.root, nil, m, nil, l)
 	if meta, ok := m["meta"].(map[string]any); ok {
 		ps, _ := meta["profile"].([]any)
+		seen := make(map[string]bool, len(ps))
 		for _, p := range ps {
 			u, _ := p.(string)
-			if u == "" {
-				continue
+			if u == "" || seen[u] {
+				continue // each profile once: a repeated URL must not repeat the walk
+			}
+			seen[u] = true
+			if len(seen) > maxNestedProfiles {
+				w.issue("error", "too-costly", l, "profile", "", fmt.Sprintf("more than %d profiles in meta.profile; the rest were not checked", maxNestedProfiles))
+				break
 			}
 			pp := w.v.profile(u)
 			if pp == nil {

@@ -71,7 +71,7 @@ func parsePath(p string) ([]pathStep, bool) {
 		switch {
 		case seg == "$this":
 			steps = append(steps, pathStep{this: true})
-		case strings.HasPrefix(seg, "extension('") && strings.HasSuffix(seg, "')"):
+		case len(seg) >= len("extension('')") && strings.HasPrefix(seg, "extension('") && strings.HasSuffix(seg, "')"):
 			steps = append(steps, pathStep{name: "extension", url: seg[len("extension('") : len(seg)-2]})
 		case strings.HasPrefix(seg, "ofType(") && strings.HasSuffix(seg, ")"):
 			if len(steps) == 0 || steps[len(steps)-1].this {

@@ -1,7 +1,9 @@
 package validate
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/kiln-fhir/kiln/profiles"
@@ -154,4 +156,35 @@ func TestBindingKinds(t *testing.T) {
 			map[string]any{"system": "http://example.org/fhir/CodeSystem/colors", "code": "green"}}}
 	}), testPatientURL)
 	checkWant(t, res, nil)
+}
+
+// A discriminator path that only looks like extension('…') is refused,
+// not a panic.
+func TestParsePathMalformedExtension(t *testing.T) {
+	for _, p := range []string{"extension(')", "extension('", "extension(')')x"} {
+		if _, ok := parsePath(p); ok {
+			t.Errorf("parsePath(%q) accepted", p)
+		}
+	}
+}
+
+// A profile repeated in a nested resource's meta.profile is walked once.
+func TestNestedProfilesOnce(t *testing.T) {
+	v := New(CoreDefinitions{}, Options{})
+	profiles := strings.Repeat(`"https://elsewhere.test/P",`, 200)
+	body := `{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:0a4f2c5e-1c3b-4e0e-9d6a-3f2b1c0d9e8f",` +
+		`"resource":{"resourceType":"Basic","code":{"text":"x"},"meta":{"profile":[` + strings.TrimSuffix(profiles, ",") + `]}}}]}`
+	r, err := v.ValidateJSON(context.Background(), []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, is := range r.Issues {
+		if strings.Contains(is.Message, "https://elsewhere.test/P") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the repeated unknown profile was reported %d times, want once:%s", n, dump(r.Issues))
+	}
 }

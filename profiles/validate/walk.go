@@ -421,9 +421,10 @@ func (w *walker) checkRange(e *elemPlan, val any, l *loc) {
 	}
 }
 
+// clip shortens s to 80 characters (runes: a message must stay UTF-8).
 func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+	if r := []rune(s); len(r) > 80 {
+		return string(r[:80]) + "…"
 	}
 	return s
 }
