@@ -83,8 +83,13 @@ func (a *API) beginIdempotent(w http.ResponseWriter, r *http.Request, subject st
 		if errors.Is(err, store.ErrNotFound) {
 			value, _ := json.Marshal(idemRecord{State: "pending", Request: x.request})
 			err = a.cfg.Records.PutRecord(ctx, store.Record{Kind: idempotencyKind, ID: x.id, Version: 1, Value: value, Expires: time.Now().Add(pendingTTL)})
-			if errors.Is(err, store.ErrConflict) && time.Now().Before(deadline) && ctx.Err() == nil {
-				continue // another request reserved it first: look again
+			if errors.Is(err, store.ErrConflict) {
+				if time.Now().Before(deadline) && ctx.Err() == nil {
+					continue // another request reserved it first: look again
+				}
+				w.Header().Set("Retry-After", "1")
+				httpserver.WriteError(w, http.StatusConflict, "request_in_progress", "a request with this Idempotency-Key is still in progress; retry later")
+				return nil, true
 			}
 			if err != nil {
 				a.fail(w, r, err)
