@@ -2,16 +2,15 @@ package mongo_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 	kmongo "github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
+	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
 
 // openLog opens a log on a new database at MONGODB_URI, dropped when the
@@ -32,110 +31,23 @@ func openLog(t *testing.T) (*kmongo.Log, kmongo.Config) {
 	return l, cfg
 }
 
-var logT0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func logEntries(from, to int64) []store.LogEntry {
-	var es []store.LogEntry
-	for s := from; s <= to; s++ {
-		es = append(es, store.LogEntry{Seq: s, Time: logT0.Add(time.Duration(s) * time.Second), Body: fmt.Appendf(nil, `{"n":%d}`, s)})
-	}
-	return es
-}
-
-// logSeqs lists the entries' seqs, and checks their times (milliseconds
-// kept) and bodies.
-func logSeqs(t *testing.T, es []store.LogEntry) string {
-	t.Helper()
-	out := []int64{}
-	for _, e := range es {
-		if want := logT0.Add(time.Duration(e.Seq) * time.Second); !e.Time.Equal(want) || e.Time.Location() != time.UTC {
-			t.Errorf("entry %d: time %v, want %v UTC", e.Seq, e.Time, want)
+// TestLogContract runs the log contract on a database, opened again
+// through another connection.
+func TestLogContract(t *testing.T) {
+	first, cfg := openLog(t)
+	opened := false
+	storetest.RunLog(t, func(t *testing.T) storetest.Log {
+		if !opened {
+			opened = true
+			return first
 		}
-		if string(e.Body) != fmt.Sprintf(`{"n":%d}`, e.Seq) {
-			t.Errorf("entry %d: body %s", e.Seq, e.Body)
-		}
-		out = append(out, e.Seq)
-	}
-	return fmt.Sprint(out)
-}
-
-func TestLogAppendNewestDelete(t *testing.T) {
-	ctx := context.Background()
-	l, cfg := openLog(t)
-	if es, err := l.Newest(ctx, 0, 10); err != nil || len(es) != 0 {
-		t.Fatalf("empty log: %v %v", es, err)
-	}
-	if err := l.Append(ctx, logEntries(1, 5)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Append(ctx, logEntries(6, 7)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Append(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		before int64
-		n      int
-		want   string
-	}{
-		{0, 3, "[7 6 5]"}, {-1, 100, "[7 6 5 4 3 2 1]"}, {5, 2, "[4 3]"}, {2, 5, "[1]"}, {1, 5, "[]"}, {100, 1, "[7]"}, {0, 0, "[]"},
-	} {
-		es, err := l.Newest(ctx, tc.before, tc.n)
+		l, err := kmongo.OpenLog(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := logSeqs(t, es); got != tc.want {
-			t.Errorf("Newest(%d, %d) = %s, want %s", tc.before, tc.n, got, tc.want)
-		}
-	}
-
-	// A seq already present: ErrConflict; the entries before it (none
-	// here) may be stored, those after it are not.
-	if err := l.Append(ctx, logEntries(7, 8)); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("append over seq 7: %v, want ErrConflict", err)
-	}
-	if es, _ := l.Newest(ctx, 0, 1); logSeqs(t, es) != "[7]" {
-		t.Errorf("after the refused append the newest is %s, want 7", logSeqs(t, es))
-	}
-
-	// DeleteThrough: oldest first, bounded.
-	for _, tc := range []struct {
-		seq   int64
-		limit int
-		n     int
-		left  string
-	}{
-		{4, 2, 2, "[7 6 5 4 3]"}, {4, 5, 2, "[7 6 5]"}, {4, 5, 0, "[7 6 5]"}, {6, 0, 0, "[7 6 5]"}, {100, 100, 3, "[]"},
-	} {
-		n, err := l.DeleteThrough(ctx, tc.seq, tc.limit)
-		if err != nil || n != tc.n {
-			t.Errorf("DeleteThrough(%d, %d) = %d, %v; want %d", tc.seq, tc.limit, n, err, tc.n)
-		}
-		es, _ := l.Newest(ctx, 0, 100)
-		if got := logSeqs(t, es); got != tc.left {
-			t.Errorf("after DeleteThrough(%d, %d): %s, want %s", tc.seq, tc.limit, got, tc.left)
-		}
-	}
-
-	// Another connection sees the same log.
-	if err := l.Append(ctx, logEntries(8, 9)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	l2, err := kmongo.OpenLog(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l2.Close()
-	if es, err := l2.Newest(ctx, 0, 10); err != nil || logSeqs(t, es) != "[9 8]" {
-		t.Errorf("reopened: %v %v", es, err)
-	}
+		t.Cleanup(func() { l.Close() })
+		return l
+	})
 }
 
 func TestLogConfig(t *testing.T) {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
 
 func openTempLog(t testing.TB, path string) *Log {
@@ -23,107 +23,11 @@ func openTempLog(t testing.TB, path string) *Log {
 	return l
 }
 
-func logEntries(from, to int64) []store.LogEntry {
-	var es []store.LogEntry
-	for s := from; s <= to; s++ {
-		es = append(es, store.LogEntry{Seq: s, Time: ts(int(s)).Add(123 * time.Microsecond), Body: fmt.Appendf(nil, `{"n":%d}`, s)})
-	}
-	return es
-}
-
-// seqs lists the entries' seqs, and checks their times and bodies.
-func seqs(t *testing.T, es []store.LogEntry) []int64 {
-	t.Helper()
-	out := []int64{}
-	for _, e := range es {
-		if want := ts(int(e.Seq)).Add(123 * time.Microsecond); !e.Time.Equal(want) || e.Time.Location() != time.UTC {
-			t.Errorf("entry %d: time %v, want %v UTC", e.Seq, e.Time, want)
-		}
-		if string(e.Body) != fmt.Sprintf(`{"n":%d}`, e.Seq) {
-			t.Errorf("entry %d: body %s", e.Seq, e.Body)
-		}
-		out = append(out, e.Seq)
-	}
-	return out
-}
-
-func TestLogAppendNewestDelete(t *testing.T) {
-	ctx := context.Background()
+// TestLogContract runs the log contract on a file, reopened in place,
+// which stays private.
+func TestLogContract(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.db")
-	l := openTempLog(t, path)
-	if es, err := l.Newest(ctx, 0, 10); err != nil || len(es) != 0 {
-		t.Fatalf("empty log: %v %v", es, err)
-	}
-	if err := l.Append(ctx, logEntries(1, 5)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Append(ctx, logEntries(6, 7)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Append(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		before int64
-		n      int
-		want   string
-	}{
-		{0, 3, "[7 6 5]"}, {-1, 100, "[7 6 5 4 3 2 1]"}, {5, 2, "[4 3]"}, {2, 5, "[1]"}, {1, 5, "[]"}, {100, 1, "[7]"}, {0, 0, "[]"},
-	} {
-		es, err := l.Newest(ctx, tc.before, tc.n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fmt.Sprint(seqs(t, es)); got != tc.want {
-			t.Errorf("Newest(%d, %d) = %s, want %s", tc.before, tc.n, got, tc.want)
-		}
-	}
-
-	// A seq already present: the whole append is refused.
-	err := l.Append(ctx, logEntries(7, 8))
-	if !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("append over seq 7: %v, want ErrConflict", err)
-	}
-	if es, _ := l.Newest(ctx, 0, 1); len(es) != 1 || es[0].Seq != 7 {
-		t.Errorf("after the refused append the newest is %v, want 7", seqs(t, es))
-	}
-
-	// DeleteThrough: oldest first, bounded.
-	for _, tc := range []struct {
-		seq   int64
-		limit int
-		n     int
-		left  string
-	}{
-		{4, 2, 2, "[7 6 5 4 3]"}, {4, 5, 2, "[7 6 5]"}, {4, 5, 0, "[7 6 5]"}, {6, 0, 0, "[7 6 5]"}, {100, 100, 3, "[]"},
-	} {
-		n, err := l.DeleteThrough(ctx, tc.seq, tc.limit)
-		if err != nil || n != tc.n {
-			t.Errorf("DeleteThrough(%d, %d) = %d, %v; want %d", tc.seq, tc.limit, n, err, tc.n)
-		}
-		es, _ := l.Newest(ctx, 0, 100)
-		if got := fmt.Sprint(seqs(t, es)); got != tc.left {
-			t.Errorf("after DeleteThrough(%d, %d): %s, want %s", tc.seq, tc.limit, got, tc.left)
-		}
-	}
-
-	// Reopened, the log continues.
-	if err := l.Append(ctx, logEntries(8, 9)); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	if _, err := l.Newest(ctx, 0, 1); err == nil {
-		t.Error("Newest after Close succeeded")
-	}
-	l2 := openTempLog(t, path)
-	if es, err := l2.Newest(ctx, 0, 10); err != nil || fmt.Sprint(seqs(t, es)) != "[9 8]" {
-		t.Errorf("reopened: %v %v", es, err)
-	}
+	storetest.RunLog(t, func(t *testing.T) storetest.Log { return openTempLog(t, path) })
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
