@@ -97,10 +97,6 @@ func metaProfiles(res map[string]any) []string {
 }
 
 // check validates res in mode and returns every issue found.
-func (s *Server) check(ctx context.Context, typ string, res map[string]any, mode ValidationMode, extra ...string) ([]validate.Issue, error) {
-	return s.cfg.Validation.check(ctx, typ, res, mode, extra...)
-}
-
 func (v *Validation) check(ctx context.Context, typ string, res map[string]any, mode ValidationMode, extra ...string) ([]validate.Issue, error) {
 	if v.Validator == nil || mode == ValidateOff {
 		return nil, nil
@@ -121,7 +117,7 @@ func (v *Validation) check(ctx context.Context, typ string, res map[string]any, 
 // checkWrite is the second validation layer of a write: errors refuse it
 // with 422 and every issue found.
 func (s *Server) checkWrite(ctx context.Context, typ string, res map[string]any) error {
-	issues, err := s.check(ctx, typ, res, s.cfg.Validation.Mode)
+	issues, err := s.cfg.Validation.check(ctx, typ, res, s.cfg.Validation.Mode)
 	if err != nil {
 		return err
 	}

@@ -62,48 +62,6 @@ func (r Result) HasErrors() bool {
 	return false
 }
 
-// OperationOutcome renders the result as a FHIR JSON OperationOutcome.
-// Each issue's details.text is "rule: message"; the profile is in
-// diagnostics. With no issue, it holds one information issue saying so.
-func (r Result) OperationOutcome() []byte {
-	type details struct {
-		Text string `json:"text"`
-	}
-	type issue struct {
-		Severity    string   `json:"severity"`
-		Code        string   `json:"code"`
-		Details     details  `json:"details"`
-		Diagnostics string   `json:"diagnostics,omitempty"`
-		Expression  []string `json:"expression,omitempty"`
-	}
-	oo := struct {
-		ResourceType string  `json:"resourceType"`
-		Issue        []issue `json:"issue"`
-	}{ResourceType: "OperationOutcome", Issue: []issue{}}
-	for _, is := range r.Issues {
-		text := is.Message
-		if is.Rule != "" {
-			text = is.Rule + ": " + is.Message
-		}
-		out := issue{Severity: is.Severity, Code: is.Code, Details: details{Text: text}}
-		if is.Profile != "" {
-			out.Diagnostics = "profile " + is.Profile
-		}
-		if is.Expression != "" {
-			out.Expression = []string{is.Expression}
-		}
-		oo.Issue = append(oo.Issue, out)
-	}
-	if len(oo.Issue) == 0 {
-		oo.Issue = append(oo.Issue, issue{Severity: "information", Code: "informational", Details: details{Text: "All OK"}})
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(oo)
-	return bytes.TrimSpace(buf.Bytes())
-}
-
 // Definitions is where the validator finds profiles, type definitions and
 // terminology (a *profiles.Set, or CoreDefinitions).
 type Definitions interface {
