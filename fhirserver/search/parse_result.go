@@ -88,6 +88,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 				return nil, err
 			}
 			st.Param = ps.sortParam(types, st.Param)
+			st.Date = ps.dateParam(types, st.Param)
 			if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
 				continue // the first occurrence decides
 			}
@@ -210,6 +211,21 @@ func (ps *parser) sortParam(types []string, code string) string {
 		}
 	}
 	return main
+}
+
+// dateParam says whether every definition of code for types is a date
+// parameter.
+func (ps *parser) dateParam(types []string, code string) bool {
+	tps, ok := ps.lookup(types, code)
+	if !ok || len(tps) == 0 {
+		return false
+	}
+	for _, tp := range tps {
+		if tp.p.Type != "date" {
+			return false
+		}
+	}
+	return true
 }
 
 // errRevAll reports a _revinclude=* that cannot be expanded: in a system

@@ -192,6 +192,10 @@ type Sort struct {
 	// least value ascending, the greatest descending, as the spec asks).
 	Param string
 	Desc  bool
+	// Date: every definition of Param for the query's types is of type
+	// date, so its sort values are the least low and the greatest high of
+	// its date rows, and a store may walk those rows in order.
+	Date bool
 }
 
 // Include is one _include or _revinclude.

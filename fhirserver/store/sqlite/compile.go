@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -45,6 +46,12 @@ func (s *sqlb) add(o *sqlb) *sqlb {
 
 func (s *sqlb) String() string { return s.b.String() }
 
+// jsonPath is the JSON path of member key of an object.
+func jsonPath(key string) string {
+	q, _ := json.Marshal(key) // a string always marshals
+	return "$." + string(q)
+}
+
 // tuning holds the planner's thresholds (tests shrink them to reach every
 // plan with a small fixture). estimateLimit bounds the row count of a
 // driver estimate; selectiveEnough ends the estimates early (a driver this
@@ -83,12 +90,11 @@ type plan struct {
 	sortWalk bool
 }
 
-// canSortWalk says whether q's page can be read by walking the sort rows
+// canSortWalk says whether q's page can be read by walking the date rows
 // of its first sort key: one type (the index orders one type's rows) and
-// a key stored as sort rows, not a resources column.
+// a date parameter.
 func canSortWalk(q *search.Query) bool {
-	return len(q.Sort) > 0 && len(q.Types) == 1 &&
-		q.Sort[0].Param != "_id" && q.Sort[0].Param != "_lastUpdated"
+	return len(q.Sort) > 0 && len(q.Types) == 1 && q.Sort[0].Date
 }
 
 // choose picks the driver of q. sorted says the page is ordered by sort
@@ -617,7 +623,7 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 		test(s, m, x+".low", x+".high")
 	case search.OpMissing:
 		x := c.alias("x")
-		s.w("search_sorts AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ?", m.Param)
+		s.w("search_sort_values AS "+x+" WHERE "+x+".rid = "+rid+" AND json_type("+x+".vals, ?) IS NOT NULL", jsonPath(m.Param))
 	case search.OpChain:
 		target, err := chainTarget(m)
 		if err != nil {

@@ -45,7 +45,7 @@ func (s *Store) Purge(ctx context.Context, typ string, before time.Time, limit i
 		`DELETE FROM search_keys WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
 		`DELETE FROM search_dates WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
 		`DELETE FROM search_numbers WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
-		`DELETE FROM search_sorts WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
+		`DELETE FROM search_sort_values WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
 		`DELETE FROM resources WHERE rid IN (SELECT rid FROM temp.purge_victims)`,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {

@@ -37,19 +37,17 @@ const (
 			last_updated = excluded.last_updated
 		RETURNING rid`
 
-	// Index rows are replaced wholesale on every write of a resource.
-	// Each shape is inserted with one statement per resource: the rows
-	// travel as one JSON array, so a resource with 50 keys costs one
-	// statement execution, not 50.
+	// Index rows are replaced wholesale on every write of a resource: one
+	// single-row INSERT per row (see putRows), the sort values as one row.
 	deleteKeysSQL    = `DELETE FROM search_keys WHERE rid = ?`
 	deleteDatesSQL   = `DELETE FROM search_dates WHERE rid = ?`
 	deleteNumbersSQL = `DELETE FROM search_numbers WHERE rid = ?`
-	deleteSortsSQL   = `DELETE FROM search_sorts WHERE rid = ?`
+	deleteSortsSQL   = `DELETE FROM search_sort_values WHERE rid = ?`
 
 	insertKeysSQL    = `INSERT OR IGNORE INTO search_keys (key, type, rid) VALUES (?1, ?2, ?3)`
 	insertDatesSQL   = `INSERT OR IGNORE INTO search_dates (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
 	insertNumbersSQL = `INSERT OR IGNORE INTO search_numbers (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
-	insertSortsSQL   = `INSERT OR IGNORE INTO search_sorts (rid, param, type, lo, hi) VALUES (?3, ?1, ?2, ?4, ?5)`
+	insertSortsSQL   = `INSERT INTO search_sort_values (rid, vals) VALUES (?, ?)`
 )
 
 // level is the scope of a history query.

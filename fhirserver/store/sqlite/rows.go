@@ -1,12 +1,16 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -72,15 +76,63 @@ func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int6
 	}); err != nil {
 		return err
 	}
-	return exec(shapeSorts, len(rows.Sorts), func(i int) ([]any, error) {
-		r := rows.Sorts[i]
-		for _, v := range []any{r.Lo, r.Hi} {
-			if f, ok := v.(float64); ok && !finite(f) {
-				return nil, fmt.Errorf("sort value %v of %s cannot be indexed", f, r.Param)
+	if len(rows.Sorts) == 0 {
+		return nil
+	}
+	vals, err := sortValues(rows.Sorts)
+	if err != nil {
+		return err
+	}
+	st := tx.StmtContext(ctx, s.pq.insRow[shapeSorts])
+	defer st.Close()
+	_, err = st.ExecContext(ctx, rid, vals)
+	return err
+}
+
+// sortValues is the JSON object of a resource's sort rows, as
+// search_sort_values holds it: {"param": [lo, hi], ...}. Reals always
+// carry a point or an exponent, so SQLite reads them back as reals.
+func sortValues(sorts []search.SortRow) (string, error) {
+	b := []byte{'{'}
+	for i, r := range sorts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, r.Param)
+		b = append(b, ':', '[')
+		for j, v := range []any{r.Lo, r.Hi} {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			switch v := v.(type) {
+			case nil:
+				b = append(b, "null"...)
+			case string:
+				b = appendJSONString(b, v)
+			case int64:
+				b = strconv.AppendInt(b, v, 10)
+			case float64:
+				if !finite(v) {
+					return "", fmt.Errorf("sort value %v of %s cannot be indexed", v, r.Param)
+				}
+				n := len(b)
+				b = strconv.AppendFloat(b, v, 'g', -1, 64)
+				if !bytes.ContainsAny(b[n:], ".e") {
+					b = append(b, ".0"...)
+				}
+			default:
+				return "", fmt.Errorf("sort value of %s has unsupported type %T", r.Param, v)
 			}
 		}
-		return []any{r.Param, w.Type, rid, r.Lo, r.Hi}, nil
-	})
+		b = append(b, ']')
+	}
+	return string(append(b, '}')), nil
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -145,6 +146,9 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 		cur = &c
 	}
 	fail := func(err error) (*store.SearchPage, error) { return nil, wrapErr(ctx, "search", err) }
+	if err := checkSorts(q.Sort); err != nil {
+		return fail(err)
+	}
 
 	c := &compiler{ctx: ctx, estimate: r.estimate, tune: r.tune}
 	p, err := c.choose(q, len(q.Sort) > 0)
@@ -229,19 +233,41 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 }
 
 // sortExpr is the SQL of sort key i: a resources column for the special
-// parameters, else the sort row's least (ascending) or greatest value.
-func sortExpr(a string, i int, s search.Sort) string {
-	switch s.Param {
-	case "_id":
+// parameters; the walked date row's low (ascending) or high for the first
+// key of a walk; else the least (ascending) or greatest value stored for
+// the parameter in the resource's sort values (sv, see sortValues).
+func sortExpr(a string, i int, s search.Sort, walked bool) string {
+	switch {
+	case s.Param == "_id":
 		return a + ".id"
-	case "_lastUpdated":
+	case s.Param == "_lastUpdated":
 		return a + ".last_updated"
+	case walked && s.Desc:
+		return "s0.high"
+	case walked:
+		return "s0.low"
 	}
-	col := ".lo"
+	at := "[0]"
 	if s.Desc {
-		col = ".hi"
+		at = "[1]"
 	}
-	return "s" + strconv.Itoa(i) + col
+	// The path is text, not a bound value: the expression is repeated
+	// across the statement (select list, keyset, ORDER BY). checkSorts
+	// keeps the code to characters that need no quoting.
+	return "json_extract(sv.vals, '$.\"" + s.Param + "\"" + at + "')"
+}
+
+// checkSorts refuses sort parameters whose code could not be written into
+// a JSON path literal as it is (search parameter codes never need to be).
+func checkSorts(sorts []search.Sort) error {
+	for _, so := range sorts {
+		if so.Param == "" || strings.IndexFunc(so.Param, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:$", r))
+		}) >= 0 {
+			return fmt.Errorf("sqlite store: search: cannot sort by parameter %q", so.Param)
+		}
+	}
+	return nil
 }
 
 // pageHits selects the page: Count+1 rows after (or, paging back, before)
@@ -301,9 +327,9 @@ type pageArm struct {
 	rid         string
 	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
 	keyset      bool          // the rows are past cur (else cur only bounds rids)
-	// sorted: from joins the walked sort row of the first key as s0 and the
-	// rows are those with a first sort value, in the index's order. null:
-	// only the rows without a first sort value, which tie on it.
+	// sorted: the rows are the walked date rows of the first key (s0),
+	// one per resource, in the index's order. null: only the resources
+	// without a first sort value, which tie on it.
 	sorted, null bool
 }
 
@@ -313,47 +339,57 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	const a = "a"
 	back := arm.cur != nil && arm.cur.back
 	rid := arm.rid
+	expr := func(i int) string { return sortExpr(a, i, q.Sort[i], arm.sorted && i == 0) }
 	s := &sqlb{}
 	s.w("SELECT " + rid + ", " + a + ".seq")
+	values := false
 	for i, so := range q.Sort {
-		s.w(", " + sortExpr(a, i, so))
+		s.w(", " + expr(i))
+		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && !(arm.sorted && i == 0)
 	}
 	s.w(", (SELECT max(rid) FROM resources) ")
 	if arm.sorted {
 		// from is the walk of the type's resources, which this replaces.
-		s.w("FROM search_sorts AS s0 CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
+		index := "search_dates_by_low"
+		if q.Sort[0].Desc {
+			index = "search_dates_by_high"
+		}
+		s.w("FROM search_dates AS s0 INDEXED BY " + index + " CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
 	} else {
 		s.add(arm.from)
 	}
-	for i, so := range q.Sort {
-		if so.Param == "_id" || so.Param == "_lastUpdated" || i == 0 && arm.sorted {
-			continue
-		}
-		n := "s" + strconv.Itoa(i)
-		s.w(" LEFT JOIN search_sorts AS "+n+" ON "+n+".rid = "+a+".rid AND "+n+".param = ?", so.Param)
+	if values {
+		s.w(" LEFT JOIN search_sort_values AS sv ON sv.rid = " + a + ".rid")
 	}
 	s.w(" WHERE ")
 	if arm.sorted {
-		e := sortExpr(a, 0, q.Sort[0])
-		s.w("s0.param = ? AND s0.type = ? AND "+e+" IS NOT NULL AND ", q.Sort[0].Param, q.Types[0])
+		// One row per resource: the one holding its sort value (the least
+		// low ascending, the greatest high descending; ties on it broken
+		// by the other end, rows being unique).
+		s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_dates AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", q.Sort[0].Param, q.Types[0])
+		if q.Sort[0].Desc {
+			s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
+		} else {
+			s.w("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
+		}
 		if arm.keyset && arm.cur.vals[0] != nil {
 			// Implied by the keyset, but a range the walk can start at.
 			if q.Sort[0].Desc != back {
-				s.w(e+" <= ? AND ", arm.cur.vals[0])
+				s.w(expr(0)+" <= ? AND ", arm.cur.vals[0])
 			} else {
-				s.w(e+" >= ? AND ", arm.cur.vals[0])
+				s.w(expr(0)+" >= ? AND ", arm.cur.vals[0])
 			}
 		}
 	}
 	s.add(arm.where)
 	if arm.null {
-		s.w(" AND " + sortExpr(a, 0, q.Sort[0]) + " IS NULL")
+		s.w(" AND " + expr(0) + " IS NULL")
 	}
 	if arm.cur != nil {
 		s.w(" AND "+rid+" <= ?", arm.cur.maxRid)
 		if arm.keyset {
 			s.w(" AND (")
-			keyset(s, q.Sort, a, rid, arm.cur)
+			keyset(s, q.Sort, expr, rid, arm.cur)
 			s.w(")")
 		}
 	}
@@ -377,7 +413,7 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		case back:
 			dir = " ASC NULLS FIRST, "
 		}
-		s.w(sortExpr(a, i, so) + dir)
+		s.w(expr(i) + dir)
 	}
 	if back {
 		s.w(rid + " DESC")
@@ -392,13 +428,14 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 }
 
 // sortWalkSQL is the page of a sortWalk plan: the resources with a value
-// for the first sort key, walked in that order through the sort rows'
-// index (search_sorts_by_lo or _by_hi) and each tested against every
-// clause, then those without one (which sort last both ways), walked in
-// rid order. The two arms are one UNION ALL statement, so they read one
-// snapshot; SQLite runs its arms in turn and the LIMIT ends it as soon as
-// the page is full, so the second arm runs only at the end of the first.
-// A cursor in one region leaves the other whole or out of the page.
+// for the first sort key (a date parameter), walked in that order through
+// the date rows' index (search_dates_by_low or _by_high) and each tested
+// against every clause, then those without one (which sort last both
+// ways), walked in rid order. The two arms are one UNION ALL statement, so
+// they read one snapshot; SQLite runs its arms in turn and the LIMIT ends
+// it as soon as the page is full, so the second arm runs only at the end
+// of the first. A cursor in one region leaves the other whole or out of
+// the page.
 func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
 	sorted := pageArm{from: from, where: where, rid: "s0.rid", cur: cur, sorted: true}
 	null := pageArm{from: from, where: where, rid: "a.rid", cur: cur, null: true}
@@ -436,7 +473,7 @@ func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
 // paging back) in the order of sorts, then rid: the OR over each key of
 // "equal on the keys before it and past the cursor on this one". A missing
 // value (NULL) sorts after every value in both directions.
-func keyset(s *sqlb, sorts []search.Sort, a, rid string, cur *searchCursor) {
+func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, cur *searchCursor) {
 	back := cur.back
 	for j := 0; j <= len(sorts); j++ {
 		if j > 0 {
@@ -444,7 +481,7 @@ func keyset(s *sqlb, sorts []search.Sort, a, rid string, cur *searchCursor) {
 		}
 		s.w("(")
 		for i := 0; i < j; i++ {
-			e := sortExpr(a, i, sorts[i])
+			e := expr(i)
 			if cur.vals[i] == nil {
 				s.w(e + " IS NULL AND ")
 			} else {
@@ -459,7 +496,7 @@ func keyset(s *sqlb, sorts []search.Sort, a, rid string, cur *searchCursor) {
 			}
 			continue
 		}
-		e := sortExpr(a, j, sorts[j])
+		e := expr(j)
 		v := cur.vals[j]
 		// greater: later in ascending order of the raw value
 		greater := !sorts[j].Desc

@@ -173,6 +173,101 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 }
 
+// TestMigrateSortValues: the sort rows of a version 5 database become one
+// JSON object per resource, every value read back with its type and
+// value (reals exactly, the open bounds ±max float included), and the
+// old table is gone.
+func TestMigrateSortValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open(driverName, dsn(path, writerRole, defaultSynchronous))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stmts []string
+	for _, m := range migrations[:5] {
+		stmts = append(stmts, m...)
+	}
+	stmts = append(stmts, fmt.Sprintf(`PRAGMA application_id = %d`, applicationID), `PRAGMA user_version = 5`,
+		`INSERT INTO resource_versions (type, id, version, last_updated, method, deleted, body) VALUES
+			('Patient', 'a', 1, 1, 'POST', 0, x'7b7d'), ('Patient', 'b', 1, 2, 'POST', 0, x'7b7d')`,
+		`INSERT INTO resources (type, id, version, seq, deleted, last_updated) VALUES
+			('Patient', 'a', 1, 1, 0, 1), ('Patient', 'b', 1, 2, 0, 2)`)
+	for _, st := range stmts {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatalf("%s: %v", st, err)
+		}
+	}
+	rows := [][]any{
+		{1, "family", "Patient", "Müller \"x\"", "Zed"},
+		{1, "birthdate", "Patient", int64(-62135596800000000), int64(253402300800000000)},
+		{1, "n", "Patient", 0.1, math.MaxFloat64},
+		{1, "m", "Patient", -math.MaxFloat64, 100.0},
+		{2, "combo", "Patient", nil, nil},
+	}
+	for _, r := range rows {
+		if _, err := db.Exec(`INSERT INTO search_sorts (rid, param, type, lo, hi) VALUES (?, ?, ?, ?, ?)`, r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	s := openTemp(t, path)
+	defer s.Close()
+	for _, r := range rows {
+		for i, at := range []string{"[0]", "[1]"} {
+			var got any
+			err := s.reader.QueryRow(`SELECT json_extract(vals, ?) FROM search_sort_values WHERE rid = ?`, `$."`+r[1].(string)+`"`+at, r[0]).Scan(&got)
+			if err != nil {
+				t.Fatalf("%v: %v", r, err)
+			}
+			if want := r[3+i]; fmt.Sprintf("%T %v", got, got) != fmt.Sprintf("%T %v", want, want) {
+				t.Errorf("%s%s of rid %v: %T %v, want %T %v", r[1], at, r[0], got, got, want, want)
+			}
+		}
+	}
+	var n int
+	if err := s.reader.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE name LIKE 'search_sorts%'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d old sort tables or indexes left (%v)", n, err)
+	}
+	page, err := s.Search(t.Context(), &search.Query{Types: []string{"Patient"}, Count: 10, Sort: []search.Sort{{Param: "birthdate", Desc: true}}})
+	if err != nil || len(page.Matches) != 2 || page.Matches[0].ID != "a" {
+		t.Fatalf("sorted search after migration: %+v, %v", page, err)
+	}
+}
+
+// TestSortValuesJSON: the sort values a write stores read back in SQLite
+// with the type and value they were written with.
+func TestSortValuesJSON(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	sorts := []search.SortRow{
+		{Param: "b", Lo: int64(-1), Hi: int64(1 << 60)},
+		{Param: "c", Lo: nil, Hi: nil},
+		{Param: "n", Lo: 100.0, Hi: 1e300},
+		{Param: "s", Lo: "a\"b\\c\x00\u2028é<", Hi: ""},
+		{Param: "x", Lo: -math.MaxFloat64, Hi: math.SmallestNonzeroFloat64},
+	}
+	vals, err := sortValues(sorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range sorts {
+		for i, at := range []string{"[0]", "[1]"} {
+			var got any
+			if err := s.reader.QueryRow(`SELECT json_extract(?, ?)`, vals, `$."`+r.Param+`"`+at).Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			want := []any{r.Lo, r.Hi}[i]
+			if fmt.Sprintf("%T %v", got, got) != fmt.Sprintf("%T %v", want, want) {
+				t.Errorf("%s%s: %T %v, want %T %v (%s)", r.Param, at, got, got, want, want, vals)
+			}
+		}
+	}
+	if _, err := sortValues([]search.SortRow{{Param: "n", Lo: math.Inf(1)}}); err == nil {
+		t.Error("an infinite sort value was accepted")
+	}
+}
+
 // TestFetchPlans: the statements that read a page's versions and follow
 // its includes look rows up by key, never scan.
 func TestFetchPlans(t *testing.T) {
@@ -240,8 +335,9 @@ func TestReindex(t *testing.T) {
 // walks of a whole type and the drivers chosen for sorted queries face the
 // suite's expectations too.
 //
-// The sortwalk variant makes every sorted query that can walk its sort
-// rows do so (the plan otherwise only chosen when every clause is large).
+// The sortwalk variant makes every query sorted by a date that can walk
+// its date rows do so (the plan otherwise only chosen when every clause
+// is large).
 func TestConformanceTinyPlanner(t *testing.T) {
 	for _, tune := range []tuning{
 		{estimateLimit: 1, selectiveEnough: 1},
@@ -278,10 +374,12 @@ func TestSortWalkPlan(t *testing.T) {
 		q    *search.Query
 		walk bool
 	}{
-		{"code, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true}}}, true},
-		{"code, date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date"}}}, true},
-		{"no clause, -date, _id", &search.Query{Types: obs, Count: 5, Sort: []search.Sort{{Param: "date", Desc: true}, {Param: "_id"}}}, true},
-		{"code and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code, subject}, Sort: []search.Sort{{Param: "date", Desc: true}}}, false},
+		{"code, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true, Date: true}}}, true},
+		{"code, date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Date: true}}}, true},
+		{"no clause, -date, _id", &search.Query{Types: obs, Count: 5, Sort: []search.Sort{{Param: "date", Desc: true, Date: true}, {Param: "_id"}}}, true},
+		{"code, -date, value-quantity", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true, Date: true}, {Param: "value-quantity"}}}, true},
+		{"code and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code, subject}, Sort: []search.Sort{{Param: "date", Desc: true, Date: true}}}, false},
+		{"code, value-quantity (not a date)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "value-quantity"}}}, false},
 		{"code, _lastUpdated", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "_lastUpdated"}}}, false},
 		{"code, unsorted", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}}, false},
 	} {
@@ -300,9 +398,9 @@ func TestSortWalkPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		col := "lo"
+		col := "low"
 		if c.q.Sort[0].Desc {
-			col = "hi"
+			col = "high"
 		}
 		for _, cur := range []*searchCursor{
 			nil,
@@ -313,14 +411,14 @@ func TestSortWalkPlan(t *testing.T) {
 			sq := sortWalkSQL(c.q, from, where, cur)
 			lines := explain(t, s.reader, sq.String(), sq.args...)
 			pl := strings.Join(lines, "\n")
-			if !strings.Contains(pl, "SEARCH s0 USING COVERING INDEX search_sorts_by_"+col+" (param=? AND type=?") {
-				t.Errorf("%s, cursor %+v: the walk is not of search_sorts_by_%s:\n%s\n%s", c.name, cur, col, sq, pl)
+			if !strings.Contains(pl, "SEARCH s0 USING COVERING INDEX search_dates_by_"+col+" (param=? AND type=?") {
+				t.Errorf("%s, cursor %+v: the walk is not of search_dates_by_%s:\n%s\n%s", c.name, cur, col, sq, pl)
 			}
 			// The walk sorts at most a run of equal first values ("LAST
 			// TERM"). The resources without a first value are walked in rid
 			// order when that is the only key, else sorted by the others.
 			for _, arm := range strings.Split(pl, "UNION ALL") {
-				walk := strings.Contains(arm, "search_sorts_by_")
+				walk := strings.Contains(arm, "search_dates_by_")
 				if strings.Contains(arm, "SCAN s0") || (walk || len(c.q.Sort) == 1) && strings.Contains(arm, "USE TEMP B-TREE FOR ORDER BY") {
 					t.Errorf("%s, cursor %+v: plan sorts or scans the whole set:\n%s\n%s", c.name, cur, sq, pl)
 				}

@@ -531,17 +531,22 @@ func checkConsistent(t testing.TB, s *Store) {
 		t.Fatalf("%d pointers without versions (%v)", orphans, err)
 	}
 	// Index rows belong to live resources only, and carry their type.
-	for _, table := range []string{"search_keys", "search_dates", "search_numbers", "search_sorts"} {
+	for _, table := range []string{"search_keys", "search_dates", "search_numbers"} {
 		err = s.reader.QueryRow(`SELECT count(*) FROM ` + table + ` AS x LEFT JOIN resources AS r ON r.rid = x.rid
 			WHERE r.rid IS NULL OR r.deleted = 1 OR r.type != x.type`).Scan(&orphans)
 		if err != nil || orphans != 0 {
 			t.Fatalf("%d rows of %s without a live resource (%v)", orphans, table, err)
 		}
 	}
+	err = s.reader.QueryRow(`SELECT count(*) FROM search_sort_values AS x LEFT JOIN resources AS r ON r.rid = x.rid
+		WHERE r.rid IS NULL OR r.deleted = 1`).Scan(&orphans)
+	if err != nil || orphans != 0 {
+		t.Fatalf("%d sort values without a live resource (%v)", orphans, err)
+	}
 	// Where the rows name a version (the crash test writes them so), it is
 	// the current one.
-	err = s.reader.QueryRow(`SELECT count(*) FROM search_sorts AS x JOIN resources AS r ON r.rid = x.rid
-		WHERE x.param = 'v' AND x.lo != r.version`).Scan(&orphans)
+	err = s.reader.QueryRow(`SELECT count(*) FROM search_sort_values AS x JOIN resources AS r ON r.rid = x.rid
+		WHERE json_extract(x.vals, '$.v[0]') != r.version`).Scan(&orphans)
 	if err != nil || orphans != 0 {
 		t.Fatalf("%d resources with rows of another version (%v)", orphans, err)
 	}

@@ -24,6 +24,11 @@ func sorted(types []string, keys ...search.Sort) search.Query {
 func asc(p string) search.Sort  { return search.Sort{Param: p} }
 func desc(p string) search.Sort { return search.Sort{Param: p, Desc: true} }
 
+// ascDate and descDate sort by a date parameter, which a store may walk
+// through its date rows.
+func ascDate(p string) search.Sort  { return search.Sort{Param: p, Date: true} }
+func descDate(p string) search.Sort { return search.Sort{Param: p, Desc: true, Date: true} }
+
 // sortCases: family sorts by its least value ascending and its greatest
 // descending (p2 is jones and smithers); missing values come last either
 // way; ties fall back on creation order.
@@ -32,10 +37,10 @@ func sortCases() []sortCase {
 		{"creation order", sorted(patients), pats("p1", "p2", "p3", "p4", "p6")},
 		{"string asc", sorted(patients, asc("family")), pats("p3", "p2", "p1", "p4", "p6")},
 		{"string desc", sorted(patients, desc("family")), pats("p6", "p4", "p2", "p1", "p3")},
-		{"date asc, missing last, ties by creation", sorted(patients, asc("birthdate")), pats("p1", "p4", "p2", "p3", "p6")},
-		{"date desc, missing last", sorted(patients, desc("birthdate")), pats("p2", "p4", "p1", "p3", "p6")},
-		{"two keys asc", sorted(patients, asc("birthdate"), asc("family")), pats("p1", "p4", "p2", "p3", "p6")},
-		{"two keys desc", sorted(patients, desc("birthdate"), desc("family")), pats("p2", "p4", "p1", "p6", "p3")},
+		{"date asc, missing last, ties by creation", sorted(patients, ascDate("birthdate")), pats("p1", "p4", "p2", "p3", "p6")},
+		{"date desc, missing last", sorted(patients, descDate("birthdate")), pats("p2", "p4", "p1", "p3", "p6")},
+		{"two keys asc", sorted(patients, ascDate("birthdate"), asc("family")), pats("p1", "p4", "p2", "p3", "p6")},
+		{"two keys desc", sorted(patients, descDate("birthdate"), desc("family")), pats("p2", "p4", "p1", "p6", "p3")},
 		{"_id desc", sorted(patients, desc("_id")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated desc", sorted(patients, desc("_lastUpdated")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated asc", sorted(patients, asc("_lastUpdated")), pats("p1", "p2", "p3", "p4", "p6")},
@@ -375,7 +380,7 @@ func testSearchBadCursor(t *testing.T, s *handle) {
 		}
 	}
 	// A cursor of a query with another sort.
-	other := search.Query{Types: patients, Sort: []search.Sort{asc("family"), desc("birthdate")}, Count: 2, Cursor: page.Next}
+	other := search.Query{Types: patients, Sort: []search.Sort{asc("family"), descDate("birthdate")}, Count: 2, Cursor: page.Next}
 	if _, err := s.Search(ctx(t), &other); !errors.Is(err, store.ErrBadCursor) {
 		t.Errorf("cursor of another sort: %v, want ErrBadCursor", err)
 	}
