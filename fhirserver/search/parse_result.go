@@ -88,7 +88,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 				return nil, err
 			}
 			st.Param = ps.sortParam(types, st.Param)
-			st.Date = ps.dateParam(types, st.Param)
+			st.Date = st.Param != "_lastUpdated" && ps.dateParam(types, st.Param)
 			if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
 				continue // the first occurrence decides
 			}

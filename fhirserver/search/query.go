@@ -193,7 +193,7 @@ type Sort struct {
 	Param string
 	Desc  bool
 	// Date: every definition of Param for the query's types is of type
-	// date, so its sort values are the least low and the greatest high of
+	// date (_lastUpdated, a column of every store, is not flagged), so its sort values are the least low and the greatest high of
 	// its date rows, and a store may walk those rows in order.
 	Date bool
 }

@@ -94,7 +94,8 @@ type plan struct {
 // of its first sort key: one type (the index orders one type's rows) and
 // a date parameter.
 func canSortWalk(q *search.Query) bool {
-	return len(q.Sort) > 0 && len(q.Types) == 1 && q.Sort[0].Date
+	return len(q.Sort) > 0 && len(q.Types) == 1 && q.Sort[0].Date &&
+		q.Sort[0].Param != "_id" && q.Sort[0].Param != "_lastUpdated"
 }
 
 // choose picks the driver of q. sorted says the page is ordered by sort
