@@ -69,8 +69,11 @@ var defaultTuning = tuning{estimateLimit: 2000, selectiveEnough: 64}
 type compiler struct {
 	ctx      context.Context
 	estimate func(ctx context.Context, s *sqlb, limit int) (int, error)
-	tune     tuning
-	n        int // alias counter
+	// known returns a recent estimate of up to limit rows without
+	// counting; nil: none is kept.
+	known func(s *sqlb, limit int) (int, bool)
+	tune  tuning
+	n     int // alias counter
 }
 
 func (c *compiler) alias(prefix string) string {
@@ -98,14 +101,17 @@ func canSortWalk(q *search.Query) bool {
 		q.Sort[0].Param != "_id" && q.Sort[0].Param != "_lastUpdated"
 }
 
+// cand is a clause that can drive: its index in Where, how cheap it
+// looks, and whether its driver yields rids in order (see clauseRank).
+type cand struct {
+	i       int
+	rank    int
+	ordered bool
+}
+
 // choose picks the driver of q. sorted says the page is ordered by sort
 // keys, so that a driver streaming in rid order has no advantage.
 func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
-	type cand struct {
-		i       int
-		rank    int
-		ordered bool
-	}
 	var cands []cand
 	for i := range q.Where {
 		r, ordered, ok := clauseRank(&q.Where[i])
@@ -127,14 +133,19 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 			cands[j], cands[j-1] = cands[j-1], cands[j]
 		}
 	}
-	if len(cands) == 1 && cands[0].ordered && !sorted {
-		// One equality key streams in rid order: the page costs its own
-		// rows whatever the set's size, no estimate needed.
-		d, err := c.clauseDriver(&q.Where[cands[0].i], q.Types, true)
+	if lone, err := c.loneStream(q, cands, sorted); err != nil || lone >= 0 {
 		if err != nil {
 			return best, err
 		}
-		return plan{driver: d, clause: cands[0].i, ordered: true, estimate: -1}, nil
+		// One equality key streams in rid order, and every other clause
+		// is known to be large: the page costs the key's own rows until
+		// it is full, whatever its size, and the counts would choose it
+		// anyway (or, were it large too, stream it). No estimate needed.
+		d, err := c.clauseDriver(&q.Where[cands[lone].i], q.Types, true)
+		if err != nil {
+			return best, err
+		}
+		return plan{driver: d, clause: cands[lone].i, ordered: true, estimate: -1}, nil
 	}
 	// First a cheap pass, each clause counted only up to selectiveEnough:
 	// when one is that selective it drives, and no common clause (a code
@@ -147,7 +158,15 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		if err != nil {
 			return best, err
 		}
-		n, err := c.estimate(c.ctx, d, quickN)
+		limit := quickN
+		if cands[k].ordered && c.known != nil {
+			// Counted to the full limit: such a key is small (and the
+			// count stops early) or is a common value (a code, a status)
+			// that later queries then know to be large without counting
+			// (see loneStream).
+			limit = c.tune.estimateLimit
+		}
+		n, err := c.estimate(c.ctx, d, limit)
 		if err != nil {
 			return best, err
 		}
@@ -221,6 +240,35 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 	// read. (Measured: falling back to a driver after a bounded walk that
 	// found little cost more than it saved.)
 	return best, nil
+}
+
+// loneStream returns the index in cands of the only candidate not known
+// to match at least estimateLimit rows, when it streams in rid order and
+// the page is unsorted; else -1.
+func (c *compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, error) {
+	if sorted {
+		return -1, nil
+	}
+	lone := -1
+	for k, cd := range cands {
+		if c.known != nil && len(cands) > 1 {
+			d, err := c.clauseDriver(&q.Where[cd.i], q.Types, false)
+			if err != nil {
+				return -1, err
+			}
+			if n, ok := c.known(d, c.tune.estimateLimit); ok && n >= c.tune.estimateLimit {
+				continue
+			}
+		}
+		if lone >= 0 {
+			return -1, nil
+		}
+		lone = k
+	}
+	if lone < 0 || !cands[lone].ordered {
+		return -1, nil
+	}
+	return lone, nil
 }
 
 // clauseRank says whether a clause can drive (every match positive and of

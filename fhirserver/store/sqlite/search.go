@@ -16,7 +16,7 @@ import (
 
 // Search runs q on the reader pool.
 func (s *Store) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
-	return runSearch(ctx, q, &runner{db: s.reader, cache: &s.searchStmts, tune: s.tune})
+	return runSearch(ctx, q, &runner{db: s.reader, cache: &s.searchStmts, estimates: &s.estimates, tune: s.tune})
 }
 
 // Search runs q inside the transaction: it sees the transaction's writes.
@@ -77,10 +77,11 @@ func (c *stmtCache) close() error {
 // connection, where preparing through the pool would wait on itself, so
 // it runs its statements unprepared.
 type runner struct {
-	db    *sql.DB
-	cache *stmtCache
-	tx    *sql.Tx
-	tune  tuning
+	db        *sql.DB
+	cache     *stmtCache
+	estimates *estimateCache // nil: count every time
+	tx        *sql.Tx
+	tune      tuning
 }
 
 func (r *runner) query(ctx context.Context, s *sqlb) (*sql.Rows, error) {
@@ -113,8 +114,8 @@ func (r *runner) count(ctx context.Context, s *sqlb) (int, error) {
 	return n, rows.Err()
 }
 
-// estimate counts the rows of a driver, up to limit.
-func (r *runner) estimate(ctx context.Context, d *sqlb, limit int) (int, error) {
+// countUpTo counts the rows of a driver, up to limit.
+func (r *runner) countUpTo(ctx context.Context, d *sqlb, limit int) (int, error) {
 	s := (&sqlb{}).w("SELECT count(*) FROM (").add(d).w(" LIMIT " + strconv.Itoa(limit) + ")")
 	return r.count(ctx, s)
 }
@@ -151,6 +152,9 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	}
 
 	c := &compiler{ctx: ctx, estimate: r.estimate, tune: r.tune}
+	if r.estimates != nil {
+		c.known = func(d *sqlb, limit int) (int, bool) { return r.estimates.get(estimateKey(d), limit) }
+	}
 	p, err := c.choose(q, len(q.Sort) > 0)
 	if err != nil {
 		return fail(err)

@@ -31,6 +31,7 @@ type Store struct {
 	pq writeQueries // prepared on writer
 
 	searchStmts stmtCache // search shapes, prepared on reader
+	estimates   estimateCache
 	tune        tuning
 
 	closeOnce sync.Once
@@ -57,7 +58,7 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, tune: defaultTuning}
+	s := &Store{path: abs, tune: defaultTuning, estimates: estimateCache{now: time.Now}}
 	if o.tune != nil {
 		s.tune = *o.tune
 	}

@@ -1,0 +1,105 @@
+package sqlite
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+)
+
+// TestEstimateCache: an exact count answers any limit, a saturated one
+// only limits up to its own; entries expire, and the cache stays bounded.
+func TestEstimateCache(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := &estimateCache{now: func() time.Time { return now }}
+	c.put("exact", 7, 64)
+	c.put("large", 64, 64)
+	for _, tc := range []struct {
+		key   string
+		limit int
+		n     int
+		ok    bool
+	}{
+		{"exact", 64, 7, true},
+		{"exact", 2000, 7, true},
+		{"exact", 5, 5, true}, // at least the smaller limit
+		{"large", 10, 10, true},
+		{"large", 64, 64, true},
+		{"large", 2000, 0, false}, // only known to be at least 64
+		{"absent", 64, 0, false},
+	} {
+		n, ok := c.get(tc.key, tc.limit)
+		if n != tc.n || ok != tc.ok {
+			t.Errorf("get(%s, %d) = %d, %v; want %d, %v", tc.key, tc.limit, n, ok, tc.n, tc.ok)
+		}
+	}
+	now = now.Add(estimateTTL + time.Second)
+	if _, ok := c.get("exact", 64); ok {
+		t.Error("an expired estimate was used")
+	}
+	for i := range estimateCacheSize + 10 {
+		c.put(strconv.Itoa(i), 1, 64)
+	}
+	if len(c.m) > estimateCacheSize {
+		t.Errorf("cache holds %d entries, bound %d", len(c.m), estimateCacheSize)
+	}
+}
+
+// TestEstimateKey: estimates of the same SQL with other values, or values
+// of another type, are not confused.
+func TestEstimateKey(t *testing.T) {
+	a := (&sqlb{}).w("SELECT ?", "1")
+	b := (&sqlb{}).w("SELECT ?", int64(1))
+	c := (&sqlb{}).w("SELECT ?", "2")
+	if estimateKey(a) == estimateKey(b) || estimateKey(a) == estimateKey(c) {
+		t.Errorf("keys collide: %q %q %q", estimateKey(a), estimateKey(b), estimateKey(c))
+	}
+}
+
+// TestKnownLargeClauseSkipsEstimates: once a common key is known to match
+// at least the estimate limit, a query pairing it with one other equality
+// key drives by that key without counting anything, and still drives by
+// the selective key; sorted queries keep counting.
+func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
+	_, run := planStore(t)
+	run.estimates = &estimateCache{now: time.Now}
+	tune := tuning{estimateLimit: 50, selectiveEnough: 5}
+	counted := 0
+	choose := func(q *search.Query) plan {
+		t.Helper()
+		c := &compiler{ctx: t.Context(), tune: tune,
+			estimate: func(ctx context.Context, d *sqlb, limit int) (int, error) {
+				counted++
+				return run.estimate(ctx, d, limit)
+			},
+			known: func(d *sqlb, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
+		p, err := c.choose(q, len(q.Sort) > 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Every observation has the system-only token (500 rows).
+	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	subject := func(n int) search.Clause {
+		return search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p" + strconv.Itoa(n)}}}}
+	}
+	obs := []string{"Observation"}
+	for i, want := range []bool{true, false, false} {
+		counted = 0
+		p := choose(&search.Query{Types: obs, Where: []search.Clause{code, subject(7 + i)}})
+		if p.clause != 1 || !p.ordered {
+			t.Errorf("query %d: driver clause %d (ordered %v), want the subject", i, p.clause, p.ordered)
+		}
+		if (counted > 0) != want {
+			t.Errorf("query %d: %d estimates counted, want counting %v", i, counted, want)
+		}
+	}
+	counted = 0
+	choose(&search.Query{Types: obs, Where: []search.Clause{code, subject(20)}, Sort: []search.Sort{{Param: "_id"}}})
+	if counted == 0 {
+		t.Error("a sorted query chose its driver without estimates")
+	}
+}
