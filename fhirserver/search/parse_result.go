@@ -88,7 +88,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 				return nil, err
 			}
 			st.Param = ps.sortParam(types, st.Param)
-			st.Date = st.Param != "_lastUpdated" && ps.dateParam(types, st.Param)
+			st.Type = ps.sortType(types, st.Param)
 			if slices.ContainsFunc(rp.sort, func(x Sort) bool { return x.Param == st.Param }) {
 				continue // the first occurrence decides
 			}
@@ -213,19 +213,22 @@ func (ps *parser) sortParam(types []string, code string) string {
 	return main
 }
 
-// dateParam says whether every definition of code for types is a date
-// parameter.
-func (ps *parser) dateParam(types []string, code string) bool {
+// sortType is the type every definition of code for types shares, ""
+// if they differ (see Sort.Type).
+func (ps *parser) sortType(types []string, code string) string {
+	if code == "_id" || code == "_lastUpdated" {
+		return ""
+	}
 	tps, ok := ps.lookup(types, code)
 	if !ok || len(tps) == 0 {
-		return false
+		return ""
 	}
-	for _, tp := range tps {
-		if tp.p.Type != "date" {
-			return false
+	for _, tp := range tps[1:] {
+		if tp.p.Type != tps[0].p.Type {
+			return ""
 		}
 	}
-	return true
+	return tps[0].p.Type
 }
 
 // errRevAll reports a _revinclude=* that cannot be expanded: in a system

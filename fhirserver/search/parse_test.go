@@ -428,7 +428,7 @@ func TestParseResult(t *testing.T) {
 		}
 	}
 	p = mustParse(t, []string{"Patient"}, params("_sort", "-birthdate,name", "_sort", "_id,-_lastUpdated"))
-	wantSort := []Sort{{"birthdate", true, true}, {"name", false, false}, {"_id", false, false}, {"_lastUpdated", true, false}}
+	wantSort := []Sort{{"birthdate", true, "date"}, {"name", false, "string"}, {"_id", false, ""}, {"_lastUpdated", true, ""}}
 	if !reflect.DeepEqual(p.Query.Sort, wantSort) {
 		t.Errorf("_sort: %v", p.Query.Sort)
 	}

@@ -192,10 +192,12 @@ type Sort struct {
 	// least value ascending, the greatest descending, as the spec asks).
 	Param string
 	Desc  bool
-	// Date: every definition of Param for the query's types is of type
-	// date (_lastUpdated, a column of every store, is not flagged), so its sort values are the least low and the greatest high of
-	// its date rows, and a store may walk those rows in order.
-	Date bool
+	// Type is the search parameter type every definition of Param for
+	// the query's types shares ("" when they differ, and for _id and
+	// _lastUpdated, columns of every store). A store may read the sort
+	// values of a date from its date rows (the least low, the greatest
+	// high) and of a string or uri from its plain keys, in index order.
+	Type string
 }
 
 // Include is one _include or _revinclude.

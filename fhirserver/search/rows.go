@@ -76,7 +76,8 @@ func MakeRows(entries []Entry) Rows {
 		s := sortRow(e.Param)
 		switch e.Kind {
 		case KindString:
-			widen(s, e.Str, e.Str)
+			v := keyValue(e.Param, e.Str)
+			widen(s, v, v)
 		case KindToken:
 			widen(s, e.Code, e.Code)
 		case KindReference:
@@ -86,7 +87,8 @@ func MakeRows(entries []Entry) Rows {
 			}
 			widen(s, v, v)
 		case KindURI:
-			widen(s, e.URI, e.URI)
+			v := keyValue(e.Param, e.URI)
+			widen(s, v, v)
 		case KindDate:
 			d := DateRow{e.Param, e.Low.UnixMicro(), e.High.UnixMicro()}
 			r.Dates = append(r.Dates, d)
@@ -110,6 +112,17 @@ func MakeRows(entries []Entry) Rows {
 	}
 	slices.SortFunc(r.Sorts, func(a, b SortRow) int { return strings.Compare(a.Param, b.Param) })
 	return r
+}
+
+// keyValue is val as the plain key of param holds it (cut to
+// MaxKeyBytes): the sort value of a string or uri, so that a store may
+// read sort values from those keys (see Sort.Type).
+func keyValue(param, val string) string {
+	k := key(param, val)
+	if n := len(param) + len(keySep); n < len(k) {
+		return k[n:]
+	}
+	return ""
 }
 
 // widen folds one value into a sort row: Lo is the least, Hi the greatest.

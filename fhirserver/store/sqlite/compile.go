@@ -93,12 +93,11 @@ type plan struct {
 	sortWalk bool
 }
 
-// canSortWalk says whether q's page can be read by walking the date rows
-// of its first sort key: one type (the index orders one type's rows) and
-// a date parameter.
+// canSortWalk says whether q's page can be read by walking the rows of
+// its first sort key in order: one type (the index orders one type's
+// rows) and a key whose rows hold its sort values (see walkOf).
 func canSortWalk(q *search.Query) bool {
-	return len(q.Sort) > 0 && len(q.Types) == 1 && q.Sort[0].Date &&
-		q.Sort[0].Param != "_id" && q.Sort[0].Param != "_lastUpdated"
+	return len(q.Sort) > 0 && len(q.Types) == 1 && walkOf(q.Sort[0]) != walkNone
 }
 
 // cand is a clause that can drive: its index in Where, how cheap it

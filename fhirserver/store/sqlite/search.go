@@ -236,20 +236,56 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	return page, nil
 }
 
+// walkKind is the index a sorted page can walk its first key's rows in.
+type walkKind int
+
+const (
+	walkNone  walkKind = iota
+	walkDates          // search_dates_by_low or _by_high: a date's range ends
+	walkKeys           // search_keys' primary key: a string's or uri's plain keys
+)
+
+// walkOf says which rows of sort key so hold its sort values in an
+// index's order: a resource's least (greatest) value is its first row
+// walking up (down).
+func walkOf(so search.Sort) walkKind {
+	if so.Param == "_id" || so.Param == "_lastUpdated" {
+		return walkNone
+	}
+	switch so.Type {
+	case "date":
+		return walkDates
+	case "string", "uri":
+		return walkKeys
+	}
+	return walkNone
+}
+
+// walkedExpr is the sort value of the walked row s0 and the column its
+// index orders it by.
+func walkedExpr(so search.Sort) (value, order string) {
+	switch {
+	case walkOf(so) == walkKeys:
+		return "substr(s0.key, " + strconv.Itoa(len(so.Param)+2) + ")", "s0.key"
+	case so.Desc:
+		return "s0.high", "s0.high"
+	}
+	return "s0.low", "s0.low"
+}
+
 // sortExpr is the SQL of sort key i: a resources column for the special
-// parameters; the walked date row's low (ascending) or high for the first
-// key of a walk; else the least (ascending) or greatest value stored for
-// the parameter in the resource's sort values (sv, see sortValues).
+// parameters; the walked row's value for the first key of a walk; else
+// the least (ascending) or greatest value stored for the parameter in
+// the resource's sort values (sv, see sortValues).
 func sortExpr(a string, i int, s search.Sort, walked bool) string {
 	switch {
 	case s.Param == "_id":
 		return a + ".id"
 	case s.Param == "_lastUpdated":
 		return a + ".last_updated"
-	case walked && s.Desc:
-		return "s0.high"
 	case walked:
-		return "s0.low"
+		v, _ := walkedExpr(s)
+		return v
 	}
 	at := "[0]"
 	if s.Desc {
@@ -331,8 +367,8 @@ type pageArm struct {
 	rid         string
 	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
 	keyset      bool          // the rows are past cur (else cur only bounds rids)
-	// sorted: the rows are the walked date rows of the first key (s0),
-	// one per resource, in the index's order. null: only the resources
+	// sorted: the rows are the walked rows of the first key (s0, see
+	// walkOf), one per resource, in the index's order. null: only the resources
 	// without a first sort value, which tie on it.
 	sorted, null bool
 }
@@ -352,13 +388,21 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && !(arm.sorted && i == 0)
 	}
 	s.w(", (SELECT max(rid) FROM resources) ")
+	var first search.Sort // the walked key, when arm.sorted
 	if arm.sorted {
+		first = q.Sort[0]
 		// from is the walk of the type's resources, which this replaces.
-		index := "search_dates_by_low"
-		if q.Sort[0].Desc {
-			index = "search_dates_by_high"
+		switch walkOf(first) {
+		case walkKeys:
+			s.w("FROM search_keys AS s0")
+		case walkDates:
+			index := "search_dates_by_low"
+			if first.Desc {
+				index = "search_dates_by_high"
+			}
+			s.w("FROM search_dates AS s0 INDEXED BY " + index)
 		}
-		s.w("FROM search_dates AS s0 INDEXED BY " + index + " CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
+		s.w(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
 	} else {
 		s.add(arm.from)
 	}
@@ -367,21 +411,19 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	}
 	s.w(" WHERE ")
 	if arm.sorted {
-		// One row per resource: the one holding its sort value (the least
-		// low ascending, the greatest high descending; ties on it broken
-		// by the other end, rows being unique).
-		s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_dates AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", q.Sort[0].Param, q.Types[0])
-		if q.Sort[0].Desc {
-			s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
-		} else {
-			s.w("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
-		}
+		walkWhere(s, first, q.Types[0])
 		if arm.keyset && arm.cur.vals[0] != nil {
 			// Implied by the keyset, but a range the walk can start at.
-			if q.Sort[0].Desc != back {
-				s.w(expr(0)+" <= ? AND ", arm.cur.vals[0])
+			_, col := walkedExpr(first)
+			v := arm.cur.vals[0]
+			if walkOf(first) == walkKeys {
+				str, _ := v.(string)
+				v = first.Param + "\x1f" + str
+			}
+			if first.Desc != back {
+				s.w(col+" <= ? AND ", v)
 			} else {
-				s.w(expr(0)+" >= ? AND ", arm.cur.vals[0])
+				s.w(col+" >= ? AND ", v)
 			}
 		}
 	}
@@ -405,11 +447,15 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		desc := so.Desc != back
 		dir := " ASC NULLS LAST, "
 		switch {
-		case i == 0 && arm.sorted && desc:
-			// No NULLs: the index's own order, which NULLS would defeat.
-			dir = " DESC, "
 		case i == 0 && arm.sorted:
-			dir = " ASC, "
+			// The index's own order (no NULLs: NULLS would defeat it).
+			_, col := walkedExpr(so)
+			if desc {
+				s.w(col + " DESC, ")
+			} else {
+				s.w(col + " ASC, ")
+			}
+			continue
 		case desc && !back:
 			dir = " DESC NULLS LAST, "
 		case desc:
@@ -431,9 +477,36 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	return s
 }
 
+// walkWhere keeps one walked row per resource of type typ: the one
+// holding its sort value for so (the least ascending, the greatest
+// descending; rows are unique, so exactly one is).
+func walkWhere(s *sqlb, so search.Sort, typ string) {
+	if walkOf(so) == walkKeys {
+		prefix := so.Param + "\x1f"
+		prefixRange(s, "s0.key", prefix)
+		s.w(" AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_keys AS sk WHERE sk.rid = s0.rid AND ", typ)
+		if so.Desc {
+			s.w("sk.key > s0.key")
+			if hi, ok := prefixEnd(prefix); ok {
+				s.w(" AND sk.key < ?", hi)
+			}
+		} else {
+			s.w("sk.key >= ? AND sk.key < s0.key", prefix)
+		}
+		s.w(") AND ")
+		return
+	}
+	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_dates AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
+	if so.Desc {
+		s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
+	} else {
+		s.w("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
+	}
+}
+
 // sortWalkSQL is the page of a sortWalk plan: the resources with a value
-// for the first sort key (a date parameter), walked in that order through
-// the date rows' index (search_dates_by_low or _by_high) and each tested
+// for the first sort key (a date, string or uri parameter), walked in
+// that order through the index of its rows (see walkOf) and each tested
 // against every clause, then those without one (which sort last both
 // ways), walked in rid order. The two arms are one UNION ALL statement, so
 // they read one snapshot; SQLite runs its arms in turn and the LIMIT ends

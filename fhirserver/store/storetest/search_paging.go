@@ -24,10 +24,12 @@ func sorted(types []string, keys ...search.Sort) search.Query {
 func asc(p string) search.Sort  { return search.Sort{Param: p} }
 func desc(p string) search.Sort { return search.Sort{Param: p, Desc: true} }
 
-// ascDate and descDate sort by a date parameter, which a store may walk
-// through its date rows.
-func ascDate(p string) search.Sort  { return search.Sort{Param: p, Date: true} }
-func descDate(p string) search.Sort { return search.Sort{Param: p, Desc: true, Date: true} }
+// ascDate, descDate, ascString and descString sort by a parameter of
+// that type, whose rows a store may walk in order.
+func ascDate(p string) search.Sort    { return search.Sort{Param: p, Type: "date"} }
+func descDate(p string) search.Sort   { return search.Sort{Param: p, Desc: true, Type: "date"} }
+func ascString(p string) search.Sort  { return search.Sort{Param: p, Type: "string"} }
+func descString(p string) search.Sort { return search.Sort{Param: p, Desc: true, Type: "string"} }
 
 // sortCases: family sorts by its least value ascending and its greatest
 // descending (p2 is jones and smithers); missing values come last either
@@ -35,12 +37,12 @@ func descDate(p string) search.Sort { return search.Sort{Param: p, Desc: true, D
 func sortCases() []sortCase {
 	return []sortCase{
 		{"creation order", sorted(patients), pats("p1", "p2", "p3", "p4", "p6")},
-		{"string asc", sorted(patients, asc("family")), pats("p3", "p2", "p1", "p4", "p6")},
-		{"string desc", sorted(patients, desc("family")), pats("p6", "p4", "p2", "p1", "p3")},
+		{"string asc", sorted(patients, ascString("family")), pats("p3", "p2", "p1", "p4", "p6")},
+		{"string desc", sorted(patients, descString("family")), pats("p6", "p4", "p2", "p1", "p3")},
 		{"date asc, missing last, ties by creation", sorted(patients, ascDate("birthdate")), pats("p1", "p4", "p2", "p3", "p6")},
 		{"date desc, missing last", sorted(patients, descDate("birthdate")), pats("p2", "p4", "p1", "p3", "p6")},
-		{"two keys asc", sorted(patients, ascDate("birthdate"), asc("family")), pats("p1", "p4", "p2", "p3", "p6")},
-		{"two keys desc", sorted(patients, descDate("birthdate"), desc("family")), pats("p2", "p4", "p1", "p6", "p3")},
+		{"two keys asc", sorted(patients, ascDate("birthdate"), ascString("family")), pats("p1", "p4", "p2", "p3", "p6")},
+		{"two keys desc", sorted(patients, descDate("birthdate"), descString("family")), pats("p2", "p4", "p1", "p6", "p3")},
 		{"_id desc", sorted(patients, desc("_id")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated desc", sorted(patients, desc("_lastUpdated")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated asc", sorted(patients, asc("_lastUpdated")), pats("p1", "p2", "p3", "p4", "p6")},
@@ -51,7 +53,7 @@ func sortCases() []sortCase {
 		{"filter, creation order", search.Query{Types: patients, Where: []search.Clause{one(search.Match{Op: search.OpKeyPrefix, Prefix: "family" + sep})}}, pats("p1", "p2", "p3", "p4", "p6")},
 		{"two filters, creation order", search.Query{Types: patients, Where: []search.Clause{
 			one(search.Match{Op: search.OpKeyPrefix, Prefix: "family" + sep}), one(key("gender"+sep+"male"), key("gender"+sep+"female"))}}, pats("p1", "p2", "p3", "p6")},
-		{"sort with a filter", search.Query{Types: patients, Where: []search.Clause{one(search.Match{Op: search.OpKeyPrefix, Prefix: "family" + sep + "sm"})}, Sort: []search.Sort{desc("family")}}, pats("p4", "p2", "p1")},
+		{"sort with a filter", search.Query{Types: patients, Where: []search.Clause{one(search.Match{Op: search.OpKeyPrefix, Prefix: "family" + sep + "sm"})}, Sort: []search.Sort{descString("family")}}, pats("p4", "p2", "p1")},
 	}
 }
 
@@ -367,7 +369,7 @@ func testSearchTransact(t *testing.T, s *handle) {
 
 func testSearchBadCursor(t *testing.T, s *handle) {
 	load(t, s)
-	q := search.Query{Types: patients, Sort: []search.Sort{asc("family")}, Count: 2}
+	q := search.Query{Types: patients, Sort: []search.Sort{ascString("family")}, Count: 2}
 	page, err := s.Search(ctx(t), &q)
 	if err != nil || page.Next == "" {
 		t.Fatalf("first page: %+v, %v", page, err)
@@ -380,7 +382,7 @@ func testSearchBadCursor(t *testing.T, s *handle) {
 		}
 	}
 	// A cursor of a query with another sort.
-	other := search.Query{Types: patients, Sort: []search.Sort{asc("family"), descDate("birthdate")}, Count: 2, Cursor: page.Next}
+	other := search.Query{Types: patients, Sort: []search.Sort{ascString("family"), descDate("birthdate")}, Count: 2, Cursor: page.Next}
 	if _, err := s.Search(ctx(t), &other); !errors.Is(err, store.ErrBadCursor) {
 		t.Errorf("cursor of another sort: %v, want ErrBadCursor", err)
 	}
