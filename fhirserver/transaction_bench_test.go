@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/profiles"
+	"github.com/kiln-fhir/kiln/profiles/validate"
 )
 
 // syntheaLikeBundle is a transaction of 100 resources as a record export
@@ -50,8 +55,24 @@ func syntheaLikeBundle(round int) []byte {
 // through the whole stack (TLS, routing, structural validation, reference
 // rewriting, index extraction, one durable commit); resources/s is the
 // figure the issue asks for. Two Bundles are in flight, one per core.
+// The base-definitions variant also validates every resource against its
+// R4 base StructureDefinition (cardinalities, invariants, required
+// bindings), as `kiln serve --validation base` does.
 func BenchmarkTransaction100(b *testing.B) {
-	h := newHarness(b)
+	b.Run("structural", func(b *testing.B) { benchTransaction100(b, newHarness(b)) })
+	b.Run("base-definitions", func(b *testing.B) {
+		set, err := profiles.NewSet(profiles.SetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		h := newHarness(b, func(c *fhirserver.Config) {
+			c.Validation = fhirserver.Validation{Mode: fhirserver.ValidateBase, Validator: validate.New(set, validate.Options{})}
+		})
+		benchTransaction100(b, h)
+	})
+}
+
+func benchTransaction100(b *testing.B, h *harness) {
 	bundles := make([][]byte, 64)
 	for i := range bundles {
 		bundles[i] = syntheaLikeBundle(i)
@@ -73,9 +94,10 @@ func BenchmarkTransaction100(b *testing.B) {
 				b.Error(err)
 				return
 			}
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				b.Errorf("status %d", resp.StatusCode)
+				b.Errorf("status %d: %.300s", resp.StatusCode, body)
 				return
 			}
 		}

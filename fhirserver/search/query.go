@@ -197,7 +197,9 @@ type Sort struct {
 	// _lastUpdated, columns of every store). A store may read the sort
 	// values of a date from its date rows (the least low, the greatest
 	// high) and of a string or uri from its plain keys, in index order.
-	Type string
+	// It follows from Param and the query's types, so it is left out of
+	// JSON (which a store may hash into its cursors).
+	Type string `json:"-"`
 }
 
 // Include is one _include or _revinclude.

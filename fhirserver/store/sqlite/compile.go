@@ -120,6 +120,12 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 	}
 	best := plan{clause: -1, estimate: -1}
 	walk := sorted && canSortWalk(q)
+	if walk && walkOf(q.Sort[0]) == walkKeys {
+		var err error
+		if walk, err = c.keysOfOneType(q); err != nil {
+			return best, err
+		}
+	}
 	if len(cands) == 0 || walk && c.tune.sortWalk {
 		// Nothing to drive: in sort order, the page costs about its own
 		// rows (and the tests of the resources it skips).
@@ -241,16 +247,35 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 	return best, nil
 }
 
+// keysOfOneType says whether the plain keys of q's first sort key are
+// (nearly all) of q's type. The keys of a parameter are ordered by value
+// before type, so a walk for one type steps over every other type's keys
+// of the same code (name: Patient, Practitioner, Organization…): it is
+// worth it only when those are few.
+func (c *compiler) keysOfOneType(q *search.Query) (bool, error) {
+	d := &sqlb{}
+	d.w("SELECT 1 FROM search_keys AS k WHERE ")
+	prefixRange(d, "k.key", q.Sort[0].Param+"\x1f")
+	d.w(" AND k.type <> ?", q.Types[0])
+	n, err := c.estimate(c.ctx, d, c.tune.estimateLimit)
+	return n < c.tune.estimateLimit, err
+}
+
 // loneStream returns the index in cands of the only candidate not known
 // to match at least estimateLimit rows, when it streams in rid order and
 // the page is unsorted; else -1.
 func (c *compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, error) {
-	if sorted {
+	// _total=estimate takes the driver's count when it is small: keep
+	// counting, so that whether a total comes back does not depend on
+	// what the cache holds.
+	if sorted || q.Total == search.TotalEstimate {
 		return -1, nil
 	}
 	lone := -1
 	for k, cd := range cands {
-		if c.known != nil && len(cands) > 1 {
+		// A chain or _has driver runs a search of its own to be built,
+		// and its aliases differ from the quick pass's: never known.
+		if c.known != nil && len(cands) > 1 && !hasSubquery(&q.Where[cd.i]) {
 			d, err := c.clauseDriver(&q.Where[cd.i], q.Types, false)
 			if err != nil {
 				return -1, err
@@ -268,6 +293,16 @@ func (c *compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, 
 		return -1, nil
 	}
 	return lone, nil
+}
+
+// hasSubquery says whether a clause has a chain or _has match.
+func hasSubquery(cl *search.Clause) bool {
+	for i := range cl.Any {
+		if cl.Any[i].Op == search.OpChain || cl.Any[i].Op == search.OpHas {
+			return true
+		}
+	}
+	return false
 }
 
 // clauseRank says whether a clause can drive (every match positive and of

@@ -2,8 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
-	"strings"
+	"io"
 	"sync"
 	"time"
 )
@@ -32,13 +33,16 @@ const (
 	estimateCacheSize = 4096
 )
 
+// estimateKey identifies a driver by a hash of its SQL and values, so an
+// entry stays small whatever the query's size (a _search form may list
+// thousands of codes).
 func estimateKey(d *sqlb) string {
-	var b strings.Builder
-	b.WriteString(d.String())
+	h := sha256.New()
+	io.WriteString(h, d.String())
 	for _, a := range d.args {
-		fmt.Fprintf(&b, "\x00%T:%q", a, fmt.Sprint(a)) // quoted: no value can fake a separator
+		fmt.Fprintf(h, "\x00%T:%q", a, fmt.Sprint(a)) // quoted: no value can fake a separator
 	}
-	return b.String()
+	return string(h.Sum(nil))
 }
 
 // get returns the count of up to limit rows the cache knows for key.

@@ -103,3 +103,23 @@ func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 		t.Error("a sorted query chose its driver without estimates")
 	}
 }
+
+// TestTotalEstimateKeepsCounting: with _total=estimate the driver is
+// still counted, so a total comes back whatever the cache holds.
+func TestTotalEstimateKeepsCounting(t *testing.T) {
+	_, run := planStore(t)
+	run.estimates = &estimateCache{now: time.Now}
+	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	for i := range 3 {
+		subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p" + strconv.Itoa(i)}}}}
+		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tuning{estimateLimit: 50, selectiveEnough: 5},
+			known: func(d *sqlb, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
+		p, err := c.choose(&search.Query{Types: []string{"Observation"}, Where: []search.Clause{code, subject}, Total: search.TotalEstimate}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.estimate < 0 {
+			t.Errorf("query %d: no estimate for _total=estimate", i)
+		}
+	}
+}

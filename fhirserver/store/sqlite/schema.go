@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 )
 
 // applicationID marks a database file as Kiln's ("KILN" in ASCII), so Open
@@ -180,7 +183,9 @@ var migrations = [][]string{
 	// instead; other sorts read the values of the matches.
 	//
 	// Reals are rewritten with 17 significant digits (json_array would
-	// keep 15, rounding ±max float to infinity).
+	// keep 15, rounding ±max float to infinity); text is cut as the
+	// parameter's keys are (search.MaxKeyBytes), which a sort by a string
+	// now reads in order.
 	{
 		`CREATE TABLE search_sort_values (
 			rid  INTEGER PRIMARY KEY,
@@ -196,7 +201,21 @@ var migrations = [][]string{
 // sortJSON is the SQL of the JSON text of column col of search_sorts.
 func sortJSON(col string) string {
 	return `CASE typeof(` + col + `) WHEN 'real' THEN printf('%!.17g', ` + col + `) WHEN 'integer' THEN ` + col +
-		` WHEN 'text' THEN json_quote(` + col + `) ELSE 'null' END`
+		` WHEN 'text' THEN json_quote(` + cutText(col) + `) ELSE 'null' END`
+}
+
+// cutText is the SQL of text column col of search_sorts cut as search's
+// key function cuts the value of a key of param: to the key's byte limit,
+// back to the start of a character.
+func cutText(col string) string {
+	b := `CAST(` + col + ` AS BLOB)`
+	m := `(` + strconv.Itoa(search.MaxKeyBytes) + ` - length(CAST(param AS BLOB)) - 1)`
+	starts := func(at string) string { return `substr(` + b + `, ` + at + `, 1) NOT BETWEEN x'80' AND x'BF'` }
+	return `CASE WHEN length(` + b + `) <= ` + m + ` THEN ` + col + ` ELSE CAST(substr(` + b + `, 1, CASE` +
+		` WHEN ` + starts(m+`+1`) + ` THEN ` + m +
+		` WHEN ` + starts(m) + ` THEN ` + m + `-1` +
+		` WHEN ` + starts(m+`-1`) + ` THEN ` + m + `-2` +
+		` ELSE ` + m + `-3 END) AS TEXT) END`
 }
 
 // schemaVersion is the user_version this build writes.

@@ -266,7 +266,8 @@ func walkOf(so search.Sort) walkKind {
 func walkedExpr(so search.Sort) (value, order string) {
 	switch {
 	case walkOf(so) == walkKeys:
-		return "substr(s0.key, " + strconv.Itoa(len(so.Param)+2) + ")", "s0.key"
+		// Bytes, not characters: substr on text would also stop at a NUL.
+		return "CAST(substr(CAST(s0.key AS BLOB), " + strconv.Itoa(len(so.Param)+2) + ") AS TEXT)", "s0.key"
 	case so.Desc:
 		return "s0.high", "s0.high"
 	}

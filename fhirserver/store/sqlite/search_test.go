@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -204,6 +205,20 @@ func TestMigrateSortValues(t *testing.T) {
 		{1, "m", "Patient", -math.MaxFloat64, 100.0},
 		{2, "combo", "Patient", nil, nil},
 	}
+	// Long text is cut where the parameter's key would be: a key of
+	// "cutN" holds 1019 bytes of value, and the cut falls within a 2-,
+	// 3- and 4-byte character, or between two ASCII ones.
+	for i, long := range []string{
+		strings.Repeat("a", 1018) + "é" + "zzz",
+		strings.Repeat("a", 1017) + "€zz",
+		strings.Repeat("a", 1016) + "😀z",
+		strings.Repeat("a", 1019) + "bc",
+	} {
+		if cut := (search.Entry{Param: "cutN", Kind: search.KindString, Str: long}).Keys()[0]; len(cut) >= len("cutN\x1f")+len(long) {
+			t.Fatalf("case %d is not cut", i)
+		}
+		rows = append(rows, []any{2, "cut" + strconv.Itoa(i), "Patient", long, "x"})
+	}
 	for _, r := range rows {
 		if _, err := db.Exec(`INSERT INTO search_sorts (rid, param, type, lo, hi) VALUES (?, ?, ?, ?, ?)`, r...); err != nil {
 			t.Fatal(err)
@@ -220,7 +235,12 @@ func TestMigrateSortValues(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v: %v", r, err)
 			}
-			if want := r[3+i]; fmt.Sprintf("%T %v", got, got) != fmt.Sprintf("%T %v", want, want) {
+			want := r[3+i]
+			if str, ok := want.(string); ok {
+				param := r[1].(string)
+				want = search.Entry{Param: param, Kind: search.KindString, Str: str}.Keys()[0][len(param)+1:]
+			}
+			if fmt.Sprintf("%T %v", got, got) != fmt.Sprintf("%T %v", want, want) {
 				t.Errorf("%s%s of rid %v: %T %v, want %T %v", r[1], at, r[0], got, got, want, want)
 			}
 		}
@@ -454,4 +474,76 @@ func planStore(t *testing.T) (*Store, *runner) {
 		}
 	}
 	return s, &runner{db: s.reader, cache: &s.searchStmts}
+}
+
+// putStrings writes typ/id with string entries, through MakeRows.
+func putStrings(t *testing.T, s *Store, typ, id string, entries ...search.Entry) {
+	t.Helper()
+	rows := search.MakeRows(entries)
+	if err := s.Put(t.Context(), store.Write{Type: typ, ID: id, Version: 1, LastUpdated: ts(1), Method: store.MethodCreate,
+		Body: []byte(`{}`), Index: &rows}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func strEntry(p, v string) search.Entry {
+	return search.Entry{Param: p, Kind: search.KindString, Str: v, Exact: v}
+}
+
+// TestStringWalkPagesLikeValues: paging one by one through a sort by a
+// string gives the same order whether the plan walks the keys or reads
+// the stored values, also for values holding a NUL.
+func TestStringWalkPagesLikeValues(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	for id, v := range map[string]string{"f": "", "g": "a\x00b", "h": "a", "a": "b", "i": "a\x00a"} {
+		putStrings(t, s, "Patient", id, strEntry("name", v))
+	}
+	page := func(typ string, desc bool) (out []string) {
+		q := search.Query{Types: []string{"Patient"}, Count: 1, Sort: []search.Sort{{Param: "name", Type: typ, Desc: desc}}}
+		for {
+			p, err := s.Search(t.Context(), &q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range p.Matches {
+				out = append(out, m.ID)
+			}
+			if p.Next == "" || len(out) > 10 {
+				return out
+			}
+			q.Cursor = p.Next
+		}
+	}
+	for _, desc := range []bool{false, true} {
+		walked, plain := page("string", desc), page("", desc)
+		if fmt.Sprint(walked) != fmt.Sprint(plain) || len(plain) != 5 {
+			t.Errorf("desc %v: walked %v, values %v", desc, walked, plain)
+		}
+	}
+}
+
+// TestStringWalkOnlyForItsType: a sort by a code many other types share
+// (name) does not walk keys that are mostly another type's.
+func TestStringWalkOnlyForItsType(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	for i := range 6 {
+		putStrings(t, s, "Practitioner", "p"+strconv.Itoa(i), strEntry("name", "n"+strconv.Itoa(i)))
+	}
+	putStrings(t, s, "Organization", "o1", strEntry("name", "acme"))
+	run := &runner{db: s.reader, cache: &s.searchStmts}
+	for _, c := range []struct {
+		typ  string
+		walk bool
+	}{{"Organization", false}, {"Practitioner", true}} {
+		comp := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tuning{estimateLimit: 3, selectiveEnough: 2}}
+		p, err := comp.choose(&search.Query{Types: []string{c.typ}, Count: 5, Sort: []search.Sort{{Param: "name", Type: "string"}}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.sortWalk != c.walk {
+			t.Errorf("%s?_sort=name: sortWalk %v, want %v", c.typ, p.sortWalk, c.walk)
+		}
+	}
 }
