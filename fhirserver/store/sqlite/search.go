@@ -125,6 +125,7 @@ func (r *runner) countUpTo(ctx context.Context, d *sqlb, limit int) (int, error)
 type hit struct {
 	rid, seq int64
 	vals     []any
+	version  *store.Version // read with the page (see pageArm.bodies), else nil
 }
 
 func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPage, error) {
@@ -215,13 +216,19 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 		}
 	}
 
-	seqs := make([]int64, len(hits))
-	for i, h := range hits {
-		seqs[i] = h.seq
-	}
-	page.Matches, err = fetchSeqs(ctx, r, seqs)
-	if err != nil {
-		return fail(err)
+	if len(hits) > 0 && hits[0].version != nil {
+		page.Matches = make([]*store.Version, len(hits))
+		for i, h := range hits {
+			page.Matches[i] = h.version
+		}
+	} else {
+		seqs := make([]int64, len(hits))
+		for i, h := range hits {
+			seqs[i] = h.seq
+		}
+		if page.Matches, err = fetchSeqs(ctx, r, seqs); err != nil {
+			return fail(err)
+		}
 	}
 	if len(q.Include)+len(q.RevInclude) > 0 && len(hits) > 0 {
 		rids := make([]int64, len(hits))
@@ -317,10 +324,15 @@ func checkSorts(sorts []search.Sort) error {
 // page costs the same wherever it is.
 func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *searchCursor) (hits []hit, maxRid int64, more bool, err error) {
 	var s *sqlb
+	// Rows that stream in rid order, unsorted, stop at the page: their
+	// versions can be read in the same statement (one per row, the
+	// extra one included) instead of by a second one. A sorted page
+	// would carry every candidate's body through the sorter.
+	bodies := !p.sortWalk && len(q.Sort) == 0 && (p.driver == nil || p.ordered)
 	if p.sortWalk {
 		s = sortWalkSQL(q, from, where, cur)
 	} else {
-		s = pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), cur: cur, keyset: cur != nil})
+		s = pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), cur: cur, keyset: cur != nil, bodies: bodies})
 	}
 	rows, err := r.query(ctx, s)
 	if err != nil {
@@ -343,8 +355,17 @@ func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, whe
 			dst = append(dst, &h.vals[i])
 		}
 		dst = append(dst, &mr)
+		var lu int64
+		var method string
+		if bodies {
+			h.version = &store.Version{}
+			dst = append(dst, &h.version.Type, &h.version.ID, &h.version.Version, &lu, &method, &h.version.Body)
+		}
 		if err := rows.Scan(dst...); err != nil {
 			return nil, 0, false, err
+		}
+		if bodies {
+			h.version.LastUpdated, h.version.Method = fromMicros(lu), store.Method(method)
 		}
 		for i, v := range h.vals {
 			if b, ok := v.([]byte); ok {
@@ -372,6 +393,9 @@ type pageArm struct {
 	// walkOf), one per resource, in the index's order. null: only the resources
 	// without a first sort value, which tie on it.
 	sorted, null bool
+	// bodies: each row also carries its version (type, id, version,
+	// last_updated, method, body), for rows that need no sorting.
+	bodies bool
 }
 
 // pageSQL is the SELECT of up to Count+1 rows: rid, seq, one value per
@@ -389,6 +413,9 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && !(arm.sorted && i == 0)
 	}
 	s.w(", (SELECT max(rid) FROM resources) ")
+	if arm.bodies {
+		s.w(", v.type, v.id, v.version, v.last_updated, v.method, v.body ")
+	}
 	var first search.Sort // the walked key, when arm.sorted
 	if arm.sorted {
 		first = q.Sort[0]
@@ -409,6 +436,10 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	}
 	if values {
 		s.w(" LEFT JOIN search_sort_values AS sv ON sv.rid = " + a + ".rid")
+	}
+	if arm.bodies {
+		// Last in the join order: read only for rows that pass.
+		s.w(" CROSS JOIN resource_versions AS v ON v.seq = " + a + ".seq")
 	}
 	s.w(" WHERE ")
 	if arm.sorted {

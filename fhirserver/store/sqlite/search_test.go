@@ -547,3 +547,37 @@ func TestStringWalkOnlyForItsType(t *testing.T) {
 		}
 	}
 }
+
+// TestPageWithBodiesPlan: an unsorted page streaming from an ordered
+// driver reads each passing row's version by rowid, last, with no sort:
+// no body is read for a row the page does not keep.
+func TestPageWithBodiesPlan(t *testing.T) {
+	s, run := planStore(t)
+	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
+	q := &search.Query{Types: []string{"Observation"}, Count: 20, Where: []search.Clause{code, subject}}
+	c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
+	p, err := c.choose(q, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, where, err := c.fromWhere(q, "a", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq := pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), bodies: true})
+	lines := explain(t, s.reader, sq.String(), sq.args...)
+	plan := strings.Join(lines, "\n")
+	at := slices.Index(lines, "SEARCH v USING INTEGER PRIMARY KEY (rowid=?)")
+	after := false // a join or probe after the version's lookup
+	for _, l := range lines[at+1:] {
+		after = after || strings.HasPrefix(l, "SEARCH a ") || strings.Contains(l, " EXISTS ")
+	}
+	if at < 0 || after || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("page with bodies:\n%s\n%s", sq, plan)
+	}
+	page, err := s.Search(t.Context(), q)
+	if err != nil || len(page.Matches) == 0 || page.Matches[0].Body == nil || page.Matches[0].Type != "Observation" {
+		t.Fatalf("search: %+v, %v", page, err)
+	}
+}
