@@ -1,0 +1,331 @@
+package sqlite
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search"
+)
+
+// The SQL of a page: its sort expressions, the order it reads rows in
+// (the rid order of a driver or of a type, or a walk of the first sort
+// key's index) and the keyset condition of a cursor.
+
+// walkKind is the index a sorted page can walk its first key's rows in.
+type walkKind int
+
+const (
+	walkNone  walkKind = iota
+	walkDates          // search_dates_by_low or _by_high: a date's range ends
+	walkKeys           // search_keys' primary key: a string's or uri's plain keys
+)
+
+// walkOf says which rows of sort key so hold its sort values in an
+// index's order: a resource's least (greatest) value is its first row
+// walking up (down).
+func walkOf(so search.Sort) walkKind {
+	if so.Param == "_id" || so.Param == "_lastUpdated" {
+		return walkNone
+	}
+	switch so.Type {
+	case "date":
+		return walkDates
+	case "string", "uri":
+		return walkKeys
+	}
+	return walkNone
+}
+
+// walkedExpr is the sort value of the walked row s0 and the column its
+// index orders it by.
+func walkedExpr(so search.Sort) (value, order string) {
+	switch {
+	case walkOf(so) == walkKeys:
+		// Bytes, not characters: substr on text would also stop at a NUL.
+		return "CAST(substr(CAST(s0.key AS BLOB), " + strconv.Itoa(len(so.Param)+2) + ") AS TEXT)", "s0.key"
+	case so.Desc:
+		return "s0.high", "s0.high"
+	}
+	return "s0.low", "s0.low"
+}
+
+// sortExpr is the SQL of sort key i: a resources column for the special
+// parameters; the walked row's value for the first key of a walk; else
+// the least (ascending) or greatest value stored for the parameter in
+// the resource's sort values (sv, see sortValues).
+func sortExpr(a string, i int, s search.Sort, walked bool) string {
+	switch {
+	case s.Param == "_id":
+		return a + ".id"
+	case s.Param == "_lastUpdated":
+		return a + ".last_updated"
+	case walked:
+		v, _ := walkedExpr(s)
+		return v
+	}
+	at := "[0]"
+	if s.Desc {
+		at = "[1]"
+	}
+	// The path is text, not a bound value: the expression is repeated
+	// across the statement (select list, keyset, ORDER BY). checkSorts
+	// keeps the code to characters that need no quoting.
+	return "json_extract(sv.vals, '$.\"" + s.Param + "\"" + at + "')"
+}
+
+// checkSorts refuses sort parameters whose code could not be written into
+// a JSON path literal as it is (search parameter codes never need to be).
+func checkSorts(sorts []search.Sort) error {
+	for _, so := range sorts {
+		if so.Param == "" || strings.IndexFunc(so.Param, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:$", r))
+		}) >= 0 {
+			return fmt.Errorf("sqlite store: search: cannot sort by parameter %q", so.Param)
+		}
+	}
+	return nil
+}
+
+// pageArm is one SELECT of page rows (see pageSQL).
+type pageArm struct {
+	from, where *sqlb // from fromWhere
+	rid         string
+	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
+	keyset      bool          // the rows are past cur (else cur only bounds rids)
+	// sorted: the rows are the walked rows of the first key (s0, see
+	// walkOf), one per resource, in the index's order. null: only the resources
+	// without a first sort value, which tie on it.
+	sorted, null bool
+	// bodies: each row also carries its version (type, id, version,
+	// last_updated, method, body), for rows that need no sorting.
+	bodies bool
+}
+
+// pageSQL is the SELECT of up to Count+1 rows: rid, seq, one value per
+// sort key and the highest rid, in the page's order.
+func pageSQL(q *search.Query, arm pageArm) *sqlb {
+	const a = "a"
+	back := arm.cur != nil && arm.cur.back
+	rid := arm.rid
+	expr := func(i int) string { return sortExpr(a, i, q.Sort[i], arm.sorted && i == 0) }
+	s := &sqlb{}
+	s.w("SELECT " + rid + ", " + a + ".seq")
+	values := false
+	for i, so := range q.Sort {
+		s.w(", " + expr(i))
+		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && !(arm.sorted && i == 0)
+	}
+	s.w(", (SELECT max(rid) FROM resources) ")
+	if arm.bodies {
+		s.w(", v.type, v.id, v.version, v.last_updated, v.method, v.body ")
+	}
+	var first search.Sort // the walked key, when arm.sorted
+	if arm.sorted {
+		first = q.Sort[0]
+		// from is the walk of the type's resources, which this replaces.
+		switch walkOf(first) {
+		case walkKeys:
+			s.w("FROM search_keys AS s0")
+		case walkDates:
+			index := "search_dates_by_low"
+			if first.Desc {
+				index = "search_dates_by_high"
+			}
+			s.w("FROM search_dates AS s0 INDEXED BY " + index)
+		}
+		s.w(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
+	} else {
+		s.add(arm.from)
+	}
+	if values {
+		s.w(" LEFT JOIN search_sort_values AS sv ON sv.rid = " + a + ".rid")
+	}
+	if arm.bodies {
+		// Last in the join order: read only for rows that pass.
+		s.w(" CROSS JOIN resource_versions AS v ON v.seq = " + a + ".seq")
+	}
+	s.w(" WHERE ")
+	if arm.sorted {
+		walkWhere(s, first, q.Types[0])
+		if arm.keyset && arm.cur.vals[0] != nil {
+			// Implied by the keyset, but a range the walk can start at.
+			_, col := walkedExpr(first)
+			v := arm.cur.vals[0]
+			if walkOf(first) == walkKeys {
+				str, _ := v.(string)
+				v = first.Param + "\x1f" + str
+			}
+			if first.Desc != back {
+				s.w(col+" <= ? AND ", v)
+			} else {
+				s.w(col+" >= ? AND ", v)
+			}
+		}
+	}
+	s.add(arm.where)
+	if arm.null {
+		s.w(" AND " + expr(0) + " IS NULL")
+	}
+	if arm.cur != nil {
+		s.w(" AND "+rid+" <= ?", arm.cur.maxRid)
+		if arm.keyset {
+			s.w(" AND (")
+			keyset(s, q.Sort, expr, rid, arm.cur)
+			s.w(")")
+		}
+	}
+	s.w(" ORDER BY ")
+	for i, so := range q.Sort {
+		if i == 0 && arm.null {
+			continue // every row's is NULL
+		}
+		desc := so.Desc != back
+		dir := " ASC NULLS LAST, "
+		switch {
+		case i == 0 && arm.sorted:
+			// The index's own order (no NULLs: NULLS would defeat it).
+			_, col := walkedExpr(so)
+			if desc {
+				s.w(col + " DESC, ")
+			} else {
+				s.w(col + " ASC, ")
+			}
+			continue
+		case desc && !back:
+			dir = " DESC NULLS LAST, "
+		case desc:
+			dir = " DESC NULLS FIRST, "
+		case back:
+			dir = " ASC NULLS FIRST, "
+		}
+		s.w(expr(i) + dir)
+	}
+	if back {
+		s.w(rid + " DESC")
+	} else {
+		s.w(rid + " ASC")
+	}
+	// The limit is an integer of ours, not a value: written into the text
+	// it lets the planner use a bounded sorter, and a bound LIMIT would
+	// make SQLite re-prepare the statement on each run.
+	s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+	return s
+}
+
+// walkWhere keeps one walked row per resource of type typ: the one
+// holding its sort value for so (the least ascending, the greatest
+// descending; rows are unique, so exactly one is).
+func walkWhere(s *sqlb, so search.Sort, typ string) {
+	if walkOf(so) == walkKeys {
+		prefix := so.Param + "\x1f"
+		prefixRange(s, "s0.key", prefix)
+		s.w(" AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_keys AS sk WHERE sk.rid = s0.rid AND ", typ)
+		if so.Desc {
+			s.w("sk.key > s0.key")
+			if hi, ok := prefixEnd(prefix); ok {
+				s.w(" AND sk.key < ?", hi)
+			}
+		} else {
+			s.w("sk.key >= ? AND sk.key < s0.key", prefix)
+		}
+		s.w(") AND ")
+		return
+	}
+	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_dates AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
+	if so.Desc {
+		s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
+	} else {
+		s.w("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
+	}
+}
+
+// sortWalkSQL is the page of a sortWalk plan: the resources with a value
+// for the first sort key (a date, string or uri parameter), walked in
+// that order through the index of its rows (see walkOf) and each tested
+// against every clause, then those without one (which sort last both
+// ways), walked in rid order. The two arms are one UNION ALL statement, so
+// they read one snapshot; SQLite runs its arms in turn and the LIMIT ends
+// it as soon as the page is full, so the second arm runs only at the end
+// of the first. A cursor in one region leaves the other whole or out of
+// the page.
+func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
+	sorted := pageArm{from: from, where: where, rid: "s0.rid", cur: cur, sorted: true}
+	null := pageArm{from: from, where: where, rid: "a.rid", cur: cur, null: true}
+	var arms []pageArm
+	switch {
+	case cur == nil:
+		arms = []pageArm{sorted, null}
+	case cur.vals[0] != nil && !cur.back:
+		sorted.keyset = true
+		arms = []pageArm{sorted, null}
+	case cur.vals[0] != nil:
+		sorted.keyset = true
+		arms = []pageArm{sorted}
+	case !cur.back:
+		null.keyset = true
+		arms = []pageArm{null}
+	default:
+		null.keyset = true
+		arms = []pageArm{null, sorted}
+	}
+	if len(arms) == 1 {
+		return pageSQL(q, arms[0])
+	}
+	s := &sqlb{}
+	for i, arm := range arms {
+		if i > 0 {
+			s.w(" UNION ALL ")
+		}
+		s.w("SELECT * FROM (").add(pageSQL(q, arm)).w(")")
+	}
+	return s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+}
+
+// keyset is the condition "the row comes after the cursor" (before it,
+// paging back) in the order of sorts, then rid: the OR over each key of
+// "equal on the keys before it and past the cursor on this one". A missing
+// value (NULL) sorts after every value in both directions.
+func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, cur *searchCursor) {
+	back := cur.back
+	for j := 0; j <= len(sorts); j++ {
+		if j > 0 {
+			s.w(" OR ")
+		}
+		s.w("(")
+		for i := 0; i < j; i++ {
+			e := expr(i)
+			if cur.vals[i] == nil {
+				s.w(e + " IS NULL AND ")
+			} else {
+				s.w(e+" = ? AND ", cur.vals[i])
+			}
+		}
+		if j == len(sorts) {
+			if back {
+				s.w(rid+" < ?)", cur.rid)
+			} else {
+				s.w(rid+" > ?)", cur.rid)
+			}
+			continue
+		}
+		e := expr(j)
+		v := cur.vals[j]
+		// greater: later in ascending order of the raw value
+		greater := !sorts[j].Desc
+		switch {
+		case v == nil && !back:
+			s.w("0)") // nothing is after NULL but other NULLs
+		case v == nil:
+			s.w(e + " IS NOT NULL)")
+		case !back && greater:
+			s.w("("+e+" > ? OR "+e+" IS NULL))", v)
+		case !back:
+			s.w("("+e+" < ? OR "+e+" IS NULL))", v)
+		case greater:
+			s.w(e+" < ?)", v)
+		default:
+			s.w(e+" > ?)", v)
+		}
+	}
+}
