@@ -241,7 +241,7 @@ func BenchmarkSearchSortedPage(b *testing.B) {
 	runSearchBench(b, s, func(r *rand.Rand) *search.Query {
 		q := subjectCodeQuery(r, benchData.patients)
 		q.Where = q.Where[1:]
-		q.Sort = []search.Sort{{Param: "date", Desc: true}}
+		q.Sort = []search.Sort{{Param: "date", Desc: true, Type: "date"}}
 		return q
 	})
 }
@@ -263,7 +263,7 @@ func BenchmarkSearchSortDate(b *testing.B) {
 			runSearchBench(b, s, func(r *rand.Rand) *search.Query {
 				return &search.Query{Types: []string{"Observation"}, Count: 5,
 					Where: []search.Clause{{Param: "code", Any: []search.Match{{Op: search.OpKey, Keys: []string{c.key(r)}}}}},
-					Sort:  []search.Sort{{Param: "date", Desc: true}}}
+					Sort:  []search.Sort{{Param: "date", Desc: true, Type: "date"}}}
 			})
 		})
 	}

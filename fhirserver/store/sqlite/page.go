@@ -51,10 +51,21 @@ func walkedExpr(so search.Sort) (value, order string) {
 }
 
 // sortExpr is the SQL of sort key i: a resources column for the special
-// parameters; the walked row's value for the first key of a walk; else
-// the least (ascending) or greatest value stored for the parameter in
-// the resource's sort values (sv, see sortValues).
+// parameters; the walked row's value for the first key of a walk; for a
+// date, string or uri the least (ascending) or greatest value of the
+// rows a walk reads, looked up by rid (an index probe, where parsing the
+// JSON of the sort values cost twice as much); else that value in the
+// resource's sort values (sv, see sortValues).
+//
+// Codes are written into the text, not bound: the expression is repeated
+// across the statement (select list, keyset, ORDER BY). checkSorts keeps
+// them to characters that need no quoting.
 func sortExpr(a string, i int, s search.Sort, walked bool) string {
+	x := "x" + strconv.Itoa(i)
+	agg := "min"
+	if s.Desc {
+		agg = "max"
+	}
 	switch {
 	case s.Param == "_id":
 		return a + ".id"
@@ -63,19 +74,26 @@ func sortExpr(a string, i int, s search.Sort, walked bool) string {
 	case walked:
 		v, _ := walkedExpr(s)
 		return v
+	case walkOf(s) == walkDates:
+		col := x + ".low"
+		if s.Desc {
+			col = x + ".high"
+		}
+		return "(SELECT " + agg + "(" + col + ") FROM search_dates AS " + x + " WHERE " + x + ".rid = " + a + ".rid AND " + x + ".param = '" + s.Param + "')"
+	case walkOf(s) == walkKeys:
+		return "(SELECT CAST(substr(CAST(" + agg + "(" + x + ".key) AS BLOB), " + strconv.Itoa(len(s.Param)+2) + ") AS TEXT) FROM search_keys AS " + x +
+			" WHERE " + x + ".rid = " + a + ".rid AND " + x + ".key >= '" + s.Param + "' || char(31) AND " + x + ".key < '" + s.Param + "' || char(32))"
 	}
 	at := "[0]"
 	if s.Desc {
 		at = "[1]"
 	}
-	// The path is text, not a bound value: the expression is repeated
-	// across the statement (select list, keyset, ORDER BY). checkSorts
-	// keeps the code to characters that need no quoting.
 	return "json_extract(sv.vals, '$.\"" + s.Param + "\"" + at + "')"
 }
 
 // checkSorts refuses sort parameters whose code could not be written into
-// a JSON path literal as it is (search parameter codes never need to be).
+// SQL text and a JSON path literal as it is (search parameter codes never
+// need to be).
 func checkSorts(sorts []search.Sort) error {
 	for _, so := range sorts {
 		if so.Param == "" || strings.IndexFunc(so.Param, func(r rune) bool {
@@ -114,7 +132,7 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	values := false
 	for i, so := range q.Sort {
 		s.w(", " + expr(i))
-		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && !(arm.sorted && i == 0)
+		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && walkOf(so) == walkNone
 	}
 	s.w(", (SELECT max(rid) FROM resources) ")
 	if arm.bodies {

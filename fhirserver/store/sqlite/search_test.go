@@ -491,16 +491,20 @@ func strEntry(p, v string) search.Entry {
 }
 
 // TestStringWalkPagesLikeValues: paging one by one through a sort by a
-// string gives the same order whether the plan walks the keys or reads
-// the stored values, also for values holding a NUL.
+// string gives the same order whether the plan walks the keys, looks
+// them up per match or reads the stored values, also for values holding
+// a NUL.
 func TestStringWalkPagesLikeValues(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
 	defer s.Close()
 	for id, v := range map[string]string{"f": "", "g": "a\x00b", "h": "a", "a": "b", "i": "a\x00a"} {
 		putStrings(t, s, "Patient", id, strEntry("name", v))
 	}
-	page := func(typ string, desc bool) (out []string) {
+	page := func(typ string, desc, filter bool) (out []string) {
 		q := search.Query{Types: []string{"Patient"}, Count: 1, Sort: []search.Sort{{Param: "name", Type: typ, Desc: desc}}}
+		if filter { // a selective clause drives: the keys are looked up per match
+			q.Where = []search.Clause{{Any: []search.Match{{Op: search.OpKeyPrefix, Prefix: "name\x1f"}}}}
+		}
 		for {
 			p, err := s.Search(t.Context(), &q)
 			if err != nil {
@@ -516,9 +520,9 @@ func TestStringWalkPagesLikeValues(t *testing.T) {
 		}
 	}
 	for _, desc := range []bool{false, true} {
-		walked, plain := page("string", desc), page("", desc)
-		if fmt.Sprint(walked) != fmt.Sprint(plain) || len(plain) != 5 {
-			t.Errorf("desc %v: walked %v, values %v", desc, walked, plain)
+		walked, keys, plain := page("string", desc, false), page("string", desc, true), page("", desc, false)
+		if fmt.Sprint(walked) != fmt.Sprint(plain) || fmt.Sprint(keys) != fmt.Sprint(plain) || len(plain) != 5 {
+			t.Errorf("desc %v: walked %v, keys per match %v, values %v", desc, walked, keys, plain)
 		}
 	}
 }
