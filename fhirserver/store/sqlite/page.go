@@ -37,6 +37,12 @@ func walkOf(so search.Sort) walkKind {
 	return walkNone
 }
 
+// numericSort says whether so's sort values are the least low and the
+// greatest high of its number rows of any unit (param exactly).
+func numericSort(so search.Sort) bool {
+	return so.Type == "number" || so.Type == "quantity"
+}
+
 // walkedExpr is the sort value of the walked row s0 and the column its
 // index orders it by.
 func walkedExpr(so search.Sort) (value, order string) {
@@ -53,9 +59,11 @@ func walkedExpr(so search.Sort) (value, order string) {
 // sortExpr is the SQL of sort key i: a resources column for the special
 // parameters; the walked row's value for the first key of a walk; for a
 // date, string or uri the least (ascending) or greatest value of the
-// rows a walk reads, looked up by rid (an index probe, where parsing the
-// JSON of the sort values cost twice as much); else that value in the
-// resource's sort values (sv, see sortValues).
+// rows a walk reads, and for a number or quantity of its rows of any
+// unit, looked up by rid (an index probe, where parsing the JSON of the
+// sort values cost twice as much); else (tokens, references: their keys
+// have several forms) that value in the resource's sort values (sv, see
+// sortValues).
 //
 // Codes are written into the text, not bound: the expression is repeated
 // across the statement (select list, keyset, ORDER BY). checkSorts keeps
@@ -80,6 +88,12 @@ func sortExpr(a string, i int, s search.Sort, walked bool) string {
 			col = x + ".high"
 		}
 		return "(SELECT " + agg + "(" + col + ") FROM search_dates AS " + x + " WHERE " + x + ".rid = " + a + ".rid AND " + x + ".param = '" + s.Param + "')"
+	case numericSort(s):
+		col := x + ".low"
+		if s.Desc {
+			col = x + ".high"
+		}
+		return "(SELECT " + agg + "(" + col + ") FROM search_numbers AS " + x + " WHERE " + x + ".rid = " + a + ".rid AND " + x + ".param = '" + s.Param + "')"
 	case walkOf(s) == walkKeys:
 		return "(SELECT CAST(substr(CAST(" + agg + "(" + x + ".key) AS BLOB), " + strconv.Itoa(len(s.Param)+2) + ") AS TEXT) FROM search_keys AS " + x +
 			" WHERE " + x + ".rid = " + a + ".rid AND " + x + ".key >= '" + s.Param + "' || char(31) AND " + x + ".key < '" + s.Param + "' || char(32))"
@@ -132,7 +146,7 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	values := false
 	for i, so := range q.Sort {
 		s.w(", " + expr(i))
-		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && walkOf(so) == walkNone
+		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && walkOf(so) == walkNone && !numericSort(so)
 	}
 	s.w(", (SELECT max(rid) FROM resources) ")
 	if arm.bodies {

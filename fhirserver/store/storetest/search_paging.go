@@ -24,12 +24,15 @@ func sorted(types []string, keys ...search.Sort) search.Query {
 func asc(p string) search.Sort  { return search.Sort{Param: p} }
 func desc(p string) search.Sort { return search.Sort{Param: p, Desc: true} }
 
-// ascDate, descDate, ascString and descString sort by a parameter of
-// that type, whose rows a store may walk in order.
-func ascDate(p string) search.Sort    { return search.Sort{Param: p, Type: "date"} }
-func descDate(p string) search.Sort   { return search.Sort{Param: p, Desc: true, Type: "date"} }
-func ascString(p string) search.Sort  { return search.Sort{Param: p, Type: "string"} }
-func descString(p string) search.Sort { return search.Sort{Param: p, Desc: true, Type: "string"} }
+// ascDate, descDate, ascString, descString, ascQuantity and descQuantity
+// sort by a parameter of that type, whose rows a store may read the sort
+// values from (and walk in order).
+func ascDate(p string) search.Sort      { return search.Sort{Param: p, Type: "date"} }
+func descDate(p string) search.Sort     { return search.Sort{Param: p, Desc: true, Type: "date"} }
+func ascString(p string) search.Sort    { return search.Sort{Param: p, Type: "string"} }
+func descString(p string) search.Sort   { return search.Sort{Param: p, Desc: true, Type: "string"} }
+func ascQuantity(p string) search.Sort  { return search.Sort{Param: p, Type: "quantity"} }
+func descQuantity(p string) search.Sort { return search.Sort{Param: p, Desc: true, Type: "quantity"} }
 
 // sortCases: family sorts by its least value ascending and its greatest
 // descending (p2 is jones and smithers); missing values come last either
@@ -46,9 +49,9 @@ func sortCases() []sortCase {
 		{"_id desc", sorted(patients, desc("_id")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated desc", sorted(patients, desc("_lastUpdated")), pats("p6", "p4", "p3", "p2", "p1")},
 		{"_lastUpdated asc", sorted(patients, asc("_lastUpdated")), pats("p1", "p2", "p3", "p4", "p6")},
-		{"number asc", sorted(obs, asc("value-quantity")), observations("o4", "o3", "o1", "o2", "o5")},
-		{"number desc", sorted(obs, desc("value-quantity")), observations("o5", "o2", "o3", "o1", "o4")},
-		{"string then number", sorted(obs, asc("code"), desc("value-quantity")), observations("o5", "o3", "o1", "o4", "o2")},
+		{"number asc", sorted(obs, ascQuantity("value-quantity")), observations("o4", "o3", "o1", "o2", "o5")},
+		{"number desc", sorted(obs, descQuantity("value-quantity")), observations("o5", "o2", "o3", "o1", "o4")},
+		{"string then number", sorted(obs, asc("code"), descQuantity("value-quantity")), observations("o5", "o3", "o1", "o4", "o2")},
 		{"nobody has it", sorted(obs, desc("status")), observations("o1", "o2", "o3", "o4", "o5")},
 		{"filter, creation order", search.Query{Types: patients, Where: []search.Clause{one(search.Match{Op: search.OpKeyPrefix, Prefix: "family" + sep})}}, pats("p1", "p2", "p3", "p4", "p6")},
 		{"two filters, creation order", search.Query{Types: patients, Where: []search.Clause{
