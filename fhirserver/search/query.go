@@ -196,7 +196,8 @@ type Sort struct {
 	// the query's types shares ("" when they differ, and for _id and
 	// _lastUpdated, columns of every store). A store may read the sort
 	// values of a date from its date rows (the least low, the greatest
-	// high) and of a string or uri from its plain keys, in index order.
+	// high), of a string or uri from its plain keys (also in index
+	// order), and of a number or quantity from its rows of any unit.
 	// It follows from Param and the query's types, so it is left out of
 	// JSON (which a store may hash into its cursors).
 	Type string `json:"-"`
