@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"strconv"
+
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 )
 
@@ -175,17 +177,20 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 }
 
 // keysOfOneType says whether the plain keys of q's first sort key are
-// (nearly all) of q's type. The keys of a parameter are ordered by value
-// before type, so a walk for one type steps over every other type's keys
-// of the same code (name: Patient, Practitioner, Organization…): it is
-// worth it only when those are few.
+// mostly of q's type. The keys of a parameter are ordered by value before
+// type, so a walk for one type steps over every other type's keys of the
+// same code (name: Patient, Practitioner, Organization…): it is worth it
+// only when those are few. The first estimateLimit keys of the code are
+// the sample: a bounded read, where counting every other type's key
+// would read them all when there are few.
 func (c *compiler) keysOfOneType(q *search.Query) (bool, error) {
+	limit := c.tune.estimateLimit
 	d := &sqlb{}
-	d.w("SELECT 1 FROM search_keys AS k WHERE ")
+	d.w("SELECT 1 FROM (SELECT k.type FROM search_keys AS k WHERE ")
 	prefixRange(d, "k.key", q.Sort[0].Param+"\x1f")
-	d.w(" AND k.type <> ?", q.Types[0])
-	n, err := c.estimate(c.ctx, d, c.tune.estimateLimit)
-	return n < c.tune.estimateLimit, err
+	d.w(" LIMIT "+strconv.Itoa(limit)+") WHERE type <> ?", q.Types[0])
+	others, err := c.estimate(c.ctx, d, limit)
+	return 2*others < limit, err
 }
 
 // loneStream returns the index in cands of the only candidate not known
