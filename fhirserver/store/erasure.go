@@ -48,12 +48,9 @@ type Rewriter interface {
 // CheckRewrite rejects rewrites no backend applies: caller bugs, so the
 // error matches none of the sentinels.
 func (w Write) CheckRewrite() error {
-	var why string
+	why := w.identityProblem()
 	switch {
-	case w.Type == "" || w.ID == "":
-		why = "type and id are required"
-	case w.Version < 1:
-		why = "version must be >= 1"
+	case why != "":
 	case w.Deleted:
 		why = "a rewrite cannot make a tombstone"
 	case len(w.Body) == 0:

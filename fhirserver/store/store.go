@@ -195,12 +195,9 @@ type Store interface {
 // Check rejects writes no backend can store faithfully. These are caller
 // bugs, not conflicts, so the error matches none of the sentinels above.
 func (w Write) Check() error {
-	var why string
+	why := w.identityProblem()
 	switch {
-	case w.Type == "" || w.ID == "":
-		why = "type and id are required"
-	case w.Version < 1:
-		why = "version must be >= 1"
+	case why != "":
 	case w.LastUpdated.IsZero():
 		why = "LastUpdated is required"
 	case w.LastUpdated.Year() < 1 || w.LastUpdated.Year() > 9999:
@@ -213,6 +210,18 @@ func (w Write) Check() error {
 		return nil
 	}
 	return fmt.Errorf("invalid write of %s/%s version %d: %s", w.Type, w.ID, w.Version, why)
+}
+
+// identityProblem says what is wrong with the version a write names, ""
+// if nothing: every write and rewrite names one.
+func (w Write) identityProblem() string {
+	switch {
+	case w.Type == "" || w.ID == "":
+		return "type and id are required"
+	case w.Version < 1:
+		return "version must be >= 1"
+	}
+	return ""
 }
 
 // HistoryBounds are a HistoryQuery's time filters in unix microseconds, the
