@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -246,18 +247,40 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 
 	results := make([]entryResult, len(entries))
 	ctx := validated(r.Context())
+	// The store has one writer. When no entry needs a search to know what
+	// it writes, its ids, references, validation and index rows are settled
+	// before the transaction takes the writer, while other requests use it
+	// (preindex.go); otherwise all of it happens inside the transaction.
+	bodies := make([][]byte, len(entries))
+	early := newRewriter(s, nil)
+	var pre map[string]*preindexed
+	switch err := early.resolve(ctx, entries); {
+	case errors.Is(err, errNeedsLookup):
+		early = nil
+	case err != nil:
+		return err
+	default:
+		pre = s.preindex(ctx, early.preindexJobs(ctx, entries, bodies), s.now())
+	}
 	err := s.store.Transact(ctx, func(tx store.Tx) error {
 		ctx := withTx(ctx, tx)
-		rw := newRewriter(s, tx)
-		if err := rw.resolve(ctx, entries); err != nil {
-			return err
+		rw := early
+		if rw != nil {
+			rw.tx = tx
+		} else {
+			rw = newRewriter(s, tx)
+			if err := rw.resolve(ctx, entries); err != nil {
+				return err
+			}
 		}
-		// One lastUpdated for the whole transaction; the rows of what it
-		// writes are extracted up front, on every CPU (preindex.go).
+		// One lastUpdated for the whole transaction, taken once it holds
+		// the writer; rows extracted in advance are moved to it.
 		now := s.now()
 		ctx = withNow(ctx, now)
-		bodies := make([][]byte, len(entries))
-		ctx = withPreindexed(ctx, s.preindex(ctx, rw.preindexJobs(ctx, entries, bodies), now))
+		if early == nil {
+			pre = s.preindex(ctx, rw.preindexJobs(ctx, entries, bodies), now)
+		}
+		ctx = withPreindexed(ctx, pre)
 		for _, p := range plan {
 			e := &entries[p.i]
 			body := bodies[p.i]

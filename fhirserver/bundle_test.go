@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
 )
@@ -665,5 +666,56 @@ func TestTransactionEntriesThatCannotJoin(t *testing.T) {
 		`{"request":{"method":"GET","url":"Patient/hx/_history"}}]}`))
 	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"type":"history"`) || !strings.Contains(string(r.body), `Patient/hx/_history/1`) {
 		t.Errorf("history inside a transaction: %d %s", r.status, r.body)
+	}
+}
+
+// tickingClock moves on by step every time it is read, so that no two
+// readings are equal.
+type tickingClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *tickingClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// A transaction's index rows are extracted before it holds the store's
+// writer, but its entries are stamped once it does: the _lastUpdated rows
+// follow the stamp, so each resource is found at its meta.lastUpdated and
+// at no other instant, and is sorted by it.
+func TestTransactionIndexesTheLastUpdatedItIsStampedWith(t *testing.T) {
+	c := &tickingClock{t: time.Date(2024, 5, 1, 8, 0, 0, 0, time.UTC), step: 1500 * time.Millisecond}
+	h := newHarness(t, func(cfg *fhirserver.Config) { cfg.Now = c.now })
+	needsTransactions(t, h)
+	b := bundleOf("transaction", postEntry(1, "Patient", patientWith("stamp-1", "Stamp")),
+		postEntry(2, "Observation", observationOf("urn:uuid:00000001-0000-4000-8000-000000000001")))
+	res := responseEntries(t, h.do("POST", "", b), "transaction-response")
+	expectStatuses(t, res, ints(201), ints(201))
+	for _, e := range res {
+		typ, id, _ := located(t, e.location)
+		m, _ := h.readJSON(t, typ, id)
+		lu, _ := dig(m, "meta", "lastUpdated").(string)
+		if lu == "" {
+			t.Fatalf("%s/%s has no meta.lastUpdated", typ, id)
+		}
+		for _, q := range []struct {
+			query string
+			found bool
+		}{
+			{"_lastUpdated=" + lu, true},
+			{"_lastUpdated=ge" + lu + "&_lastUpdated=le" + lu, true},
+			{"_lastUpdated=lt" + lu, false},
+			{"_lastUpdated=gt" + lu, false},
+		} {
+			got := h.matchIDs(t, typ, q.query)
+			if found := slices.Contains(got, id); found != q.found {
+				t.Errorf("%s?%s finds %v; want %s/%s found=%v", typ, q.query, got, typ, id, q.found)
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,12 +16,13 @@ import (
 )
 
 // A transaction holds the store's single writer while its entries are
-// applied one by one. Extracting index rows is the largest part of an
-// entry's work that does not need the writer, so before the entries are
-// applied it is done for all of them at once, on every CPU; the entries'
-// writes then pick up their rows (nextWrite). Every entry of a transaction
-// is stamped with one lastUpdated, which also makes the rows (_lastUpdated
-// is indexed) computable in advance.
+// applied one by one. Validating and extracting index rows are the largest
+// part of an entry's work that does not need the writer, so they are done
+// for all entries at once, on every CPU, and when no entry needs a search
+// before the transaction takes the writer at all; the entries' writes then
+// pick up their rows (nextWrite). Every entry of a transaction is stamped
+// with one lastUpdated, taken once it holds the writer: rows extracted
+// earlier are moved to it (only meta.lastUpdated changes between the two).
 
 // preindexed is the rows extracted in advance for one resource write, whose
 // body also passed the second validation layer (one that fails is not
@@ -29,6 +31,66 @@ type preindexed struct {
 	src  []byte // the request body the rows were extracted from
 	at   time.Time
 	rows *search.Rows
+	// stamped are the parameters indexing meta.lastUpdated, whose rows
+	// move with the write's time; movable is false when some parameter
+	// mixes it with other values, or indexes meta.versionId (extraction
+	// assumes version 1).
+	stamped []string
+	movable bool
+}
+
+// stampParams returns the parameters of typ that index meta.lastUpdated
+// alone, and false if another parameter depends on the write's meta.
+func (s *Server) stampParams(typ string) ([]string, bool) {
+	var out []string
+	for _, p := range s.registry.Params(typ) {
+		if strings.Contains(p.Expression, "versionId") {
+			return nil, false
+		}
+		if !strings.Contains(p.Expression, "lastUpdated") {
+			continue
+		}
+		base, ok := strings.CutSuffix(p.Expression, ".meta.lastUpdated")
+		if !ok || p.Type != "date" || (base != "Resource" && base != "DomainResource" && base != typ) {
+			return nil, false
+		}
+		out = append(out, p.Code)
+	}
+	return out, true
+}
+
+// rowsAt returns the rows for a write at t: as extracted, or with the
+// ranges of the stamped parameters moved by t's distance from p.at (both
+// are millisecond instants, so the ranges keep their width).
+func (p *preindexed) rowsAt(t time.Time) (*search.Rows, bool) {
+	if !p.movable {
+		return nil, false
+	}
+	if t.Equal(p.at) {
+		return p.rows, true
+	}
+	d := t.Sub(p.at).Microseconds()
+	r := *p.rows
+	r.Dates = slices.Clone(r.Dates)
+	r.Sorts = slices.Clone(r.Sorts)
+	for i := range r.Dates {
+		if slices.Contains(p.stamped, r.Dates[i].Param) {
+			r.Dates[i].Low += d
+			r.Dates[i].High += d
+		}
+	}
+	for i := range r.Sorts {
+		if !slices.Contains(p.stamped, r.Sorts[i].Param) {
+			continue
+		}
+		lo, okLo := r.Sorts[i].Lo.(int64)
+		hi, okHi := r.Sorts[i].Hi.(int64)
+		if !okLo || !okHi {
+			return nil, false
+		}
+		r.Sorts[i].Lo, r.Sorts[i].Hi = lo+d, hi+d
+	}
+	return &r, true
 }
 
 type preindexKey struct{}
@@ -56,10 +118,10 @@ func withPreindexed(ctx context.Context, m map[string]*preindexed) context.Conte
 func preindexedRows(ctx context.Context, typ, id string, src []byte, at time.Time) (*search.Rows, bool) {
 	m, _ := ctx.Value(preindexKey{}).(map[string]*preindexed)
 	p, ok := m[typ+"/"+id]
-	if !ok || !p.at.Equal(at) || !bytes.Equal(p.src, src) {
+	if !ok || !bytes.Equal(p.src, src) {
 		return nil, false
 	}
-	return p.rows, true
+	return p.rowsAt(at)
 }
 
 // preindexJob is one entry to extract rows for.
@@ -72,6 +134,17 @@ type preindexJob struct {
 // left out: its entry extracts (and reports the error) when applied.
 func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time) map[string]*preindexed {
 	out := make(map[string]*preindexed, len(jobs))
+	type stamp struct {
+		params  []string
+		movable bool
+	}
+	stamps := map[string]stamp{}
+	for _, j := range jobs {
+		if _, ok := stamps[j.typ]; !ok {
+			params, movable := s.stampParams(j.typ)
+			stamps[j.typ] = stamp{params, movable}
+		}
+	}
 	var mu sync.Mutex
 	next := make(chan preindexJob)
 	var wg sync.WaitGroup
@@ -87,7 +160,8 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 					continue
 				}
 				mu.Lock()
-				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, rows: rows}
+				st := stamps[j.typ]
+				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, rows: rows, stamped: st.params, movable: st.movable}
 				mu.Unlock()
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -82,7 +83,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if err != nil {
 				return entryError(i, err)
 			}
-			found, err := matchIn(ctx, rw.tx, q.q)
+			found, err := rw.lookup(ctx, q.q)
 			if err != nil {
 				return err
 			}
@@ -151,7 +152,7 @@ func (rw *rewriter) match(ctx context.Context, typ, criteria string) ([]*store.V
 	if err != nil {
 		return nil, err
 	}
-	found, err := matchIn(ctx, rw.tx, q.q)
+	found, err := rw.lookup(ctx, q.q)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +160,15 @@ func (rw *rewriter) match(ctx context.Context, typ, criteria string) ([]*store.V
 		return nil, notSelective(typ, len(found))
 	}
 	return found, nil
+}
+
+// lookup searches the transaction; a rewriter without one (settling a
+// Bundle before it takes the writer) fails with errNeedsLookup.
+func (rw *rewriter) lookup(ctx context.Context, q *search.Query) ([]*store.Version, error) {
+	if rw.tx == nil || rw.noLookup {
+		return nil, errNeedsLookup
+	}
+	return matchIn(ctx, rw.tx, q)
 }
 
 func resourceID(res []byte) string {
@@ -242,9 +252,6 @@ func (rw *rewriter) target(ctx context.Context, ref string) (string, error) {
 	typ, query, ok := strings.Cut(ref, "?")
 	if !ok || !profiles.IsResourceType(typ) {
 		return "", nil
-	}
-	if rw.noLookup {
-		return "", errNeedsLookup
 	}
 	found, err := rw.match(ctx, typ, query)
 	if err != nil {
