@@ -670,6 +670,11 @@ func TestSearchReferences(t *testing.T) {
 		{"/Observation?subject:Group=grp-1", idset("obs-open")},
 		{"/Observation?subject=Group/grp-1", idset("obs-open")},
 		{"/Observation?subject:Patient=grp-1", nil},
+		// A bare id on a parameter with several target types finds any of them.
+		{"/Observation?subject=pat-muller", idset("obs-mg-540", "obs-g")},
+		{"/Observation?subject=grp-1", idset("obs-open")},
+		{"/Observation?subject=pat-garcia", idset("obs-abs")},
+		{"/Observation?subject=pat-muller,grp-1", idset("obs-mg-540", "obs-g", "obs-open")},
 		{"/Observation?subject=Patient/pat-muller,Patient/pat-smith", idset("obs-mg-540", "obs-g", "obs-mg-546", "obs-bp")},
 		// obs-abs refers to pat-garcia by this server's absolute URL.
 		{"/Observation?subject=Patient/pat-garcia", idset("obs-abs")},

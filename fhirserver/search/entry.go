@@ -202,9 +202,6 @@ func (e Entry) valueKeys() []valueKey {
 				out = append(out, valueKey{"", e.RefType + "/" + e.RefID + "/_history/" + e.RefVersion})
 			}
 		}
-		if e.RefID != "" {
-			out = append(out, valueKey{"", e.RefID})
-		}
 		if e.URL != "" {
 			out = append(out, valueKey{"", e.URL})
 		}

@@ -18,32 +18,53 @@ func (ps *parser) stripBase(v string) string {
 
 // referenceMatches makes the matches of a reference parameter: each value
 // is Type/id, Type/id/_history/v, an absolute URL, or a bare id (Type/id
-// when the modifier or a single target names the type, else the bare id
-// key, which matches any target type); :identifier takes token forms.
+// for the type the modifier names, else for each target type: an index
+// row always carries its reference's type, so no bare-id key is stored);
+// :identifier takes token forms.
 func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([]Match, error) {
 	out := make([]Match, 0, len(vals))
 	for _, v := range vals {
-		var k string
+		var keys []string
 		if mod == "identifier" {
 			f, err := tokenForm(name, v)
 			if err != nil {
 				return nil, err
 			}
-			k = key(p.Code+":identifier", f)
+			keys = []string{key(p.Code+":identifier", f)}
 		} else {
-			f, err := ps.referenceForm(p, name, mod, unescape(v))
+			forms, err := ps.referenceForms(p, name, mod, unescape(v))
 			if err != nil {
 				return nil, err
 			}
-			k = key(p.Code, f)
+			for _, f := range forms {
+				keys = append(keys, key(p.Code, f))
+			}
 		}
-		out = append(out, Match{Op: OpKey, Keys: []string{k}})
+		out = append(out, Match{Op: OpKey, Keys: keys})
 	}
 	return out, nil
 }
 
+// referenceForms are the key forms one reference value may be stored
+// under: one, or a bare id's Type/id for every type it may name.
+func (ps *parser) referenceForms(p *Param, name, mod, v string) ([]string, error) {
+	f, err := ps.referenceForm(p, name, mod, v)
+	if err != nil || strings.ContainsAny(f, "/:") {
+		return []string{f}, err
+	}
+	types := p.Targets
+	if len(types) == 0 {
+		types = profiles.ResourceTypes()
+	}
+	forms := make([]string, len(types))
+	for i, t := range types {
+		forms[i] = t + "/" + f
+	}
+	return forms, nil
+}
+
 // referenceForm is the key form of one reference value; mod is "" or a
-// target type.
+// target type. A bare id without a type to give it stays bare.
 func (ps *parser) referenceForm(p *Param, name, mod, v string) (string, error) {
 	v = ps.stripBase(v)
 	if strings.Contains(v, ":") {
