@@ -339,6 +339,11 @@ func TestTransactionResolvesReferences(t *testing.T) {
 			t.Errorf("%s = %v, want %s", c.what, c.got, c.want)
 		}
 	}
+	// Rewriting changed only the reference values: the client's member
+	// order is kept.
+	if s, c := bytes.Index(ob, []byte(`"status"`)), bytes.Index(ob, []byte(`"code"`)); !bytes.HasPrefix(ob, []byte(`{"resourceType":`)) || s < 0 || c < s {
+		t.Errorf("the stored Observation lost the client's member order: %s", ob)
+	}
 	for _, b := range [][]byte{pb, ob, o2b} {
 		if bytes.Contains(b, []byte("urn:uuid:")) || bytes.Contains(b, []byte("?identifier=")) {
 			t.Errorf("an unresolved reference was stored: %s", b)

@@ -2,7 +2,6 @@ package fhirserver
 
 import (
 	"bytes"
-	"encoding/json"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"net/http"
 	"net/url"
@@ -156,10 +155,7 @@ func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
 // writeJSONString writes s as a JSON string. Unlike json.Marshal it leaves
 // &, < and > as they are: links full of \u0026 are valid but unreadable.
 func writeJSONString(b *bytes.Buffer, s string) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)       // a string always encodes
-	b.Truncate(b.Len() - 1) // Encode ends with a newline
+	b.Write(appendJSONString(b.AvailableBuffer(), s))
 }
 
 // pageCount reads a _count of at least least, clamped to the maximum.

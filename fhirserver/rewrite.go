@@ -1,7 +1,6 @@
 package fhirserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -181,63 +180,14 @@ func resourceID(res []byte) string {
 
 // rewrite replaces, everywhere in a resource (extensions and contained
 // resources included), reference values that name another entry's
-// fullUrl or that are conditional references. The bytes are returned
-// unchanged when there is nothing to replace.
+// fullUrl or that are conditional references. Only those string values
+// change: the client's bytes are otherwise kept as sent. The bytes are
+// returned unchanged when there is nothing to replace, and when they are
+// malformed (validated already; the handler reports it).
 func (rw *rewriter) rewrite(ctx context.Context, res []byte) ([]byte, error) {
-	if len(res) == 0 || !bytes.Contains(res, []byte(`"reference"`)) {
-		return res, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(res))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return res, nil // validated already; leave malformed input to the handler
-	}
-	changed, err := rw.walk(ctx, doc)
-	if err != nil || !changed {
-		return res, err
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-func (rw *rewriter) walk(ctx context.Context, node any) (bool, error) {
-	changed := false
-	switch n := node.(type) {
-	case map[string]any:
-		for k, v := range n {
-			if ref, ok := v.(string); ok && k == "reference" {
-				to, err := rw.target(ctx, ref)
-				if err != nil {
-					return false, err
-				}
-				if to != "" && to != ref {
-					n[k] = to
-					changed = true
-				}
-				continue
-			}
-			c, err := rw.walk(ctx, v)
-			if err != nil {
-				return false, err
-			}
-			changed = changed || c
-		}
-	case []any:
-		for _, v := range n {
-			c, err := rw.walk(ctx, v)
-			if err != nil {
-				return false, err
-			}
-			changed = changed || c
-		}
-	}
-	return changed, nil
+	return rewriteReferences(res, func(ref string) (string, error) {
+		return rw.target(ctx, ref)
+	})
 }
 
 // target is what a reference becomes: another entry's Type/id, the one

@@ -1,0 +1,317 @@
+package fhirserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+)
+
+var errTestRef = errors.New("test: refused reference")
+
+// tableTargets maps the references the table tests replace; "bad" fails.
+func tableTargets(ref string) (string, error) {
+	switch ref {
+	case "bad":
+		return "", errTestRef
+	case "same":
+		return "same", nil
+	}
+	return map[string]string{
+		"urn:uuid:a":       "Patient/1",
+		"urn:uuid:b":       "Practitioner/2",
+		`a"b\c é 😀`:        "Organization/3",
+		"urn:uuid:escapes": "X/\"q\"\\<&>\u2028\x01\n",
+	}[ref], nil
+}
+
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+func TestRewriteReferences(t *testing.T) {
+	for _, c := range []struct {
+		name, in, want string // want "" means the input comes back as is
+	}{
+		{"order kept, resourceType first",
+			`{"resourceType":"Observation","status":"final","code":{"text":"w"},"subject":{"reference":"urn:uuid:a"},"id":"x"}`,
+			`{"resourceType":"Observation","status":"final","code":{"text":"w"},"subject":{"reference":"Patient/1"},"id":"x"}`},
+		{"whitespace kept",
+			"{\n  \"resourceType\" : \"Observation\",\n\t\"subject\" : {  \"reference\"\r\n :\n \"urn:uuid:a\" } ,\"n\": [ 1 , 2.5e-3 ]\n}\n",
+			"{\n  \"resourceType\" : \"Observation\",\n\t\"subject\" : {  \"reference\"\r\n :\n \"Patient/1\" } ,\"n\": [ 1 , 2.5e-3 ]\n}\n"},
+		{"extension valueReference",
+			`{"extension":[{"url":"u","valueReference":{"reference":"urn:uuid:b","display":"d"}},{"url":"v","extension":[{"url":"w","valueReference":{"reference":"urn:uuid:a"}}]}]}`,
+			`{"extension":[{"url":"u","valueReference":{"reference":"Practitioner/2","display":"d"}},{"url":"v","extension":[{"url":"w","valueReference":{"reference":"Patient/1"}}]}]}`},
+		{"contained resources",
+			`{"resourceType":"Observation","contained":[{"resourceType":"Specimen","id":"s","subject":{"reference":"urn:uuid:a"}}],"specimen":{"reference":"#s"}}`,
+			`{"resourceType":"Observation","contained":[{"resourceType":"Specimen","id":"s","subject":{"reference":"Patient/1"}}],"specimen":{"reference":"#s"}}`},
+		{"array of references",
+			`{"performer":[{"reference":"urn:uuid:b"},{"reference":"urn:uuid:a"},{"reference":"keep"}]}`,
+			`{"performer":[{"reference":"Practitioner/2"},{"reference":"Patient/1"},{"reference":"keep"}]}`},
+		{"reference whose value is an object is descended",
+			`{"reference":{"reference":"urn:uuid:a","x":true}}`,
+			`{"reference":{"reference":"Patient/1","x":true}}`},
+		{"reference whose value is a number, null or array is left", `{"reference":1,"a":{"reference":null},"b":{"reference":["urn:uuid:a"]},"c":{"reference":false}}`, ""},
+		{"escaped key", `{"refer\u0065nce":"urn:uuid:a"}`, `{"refer\u0065nce":"Patient/1"}`},
+		{"escaped key, upper-case hex", `{"\u0072eference":"urn:uuid:a"}`, `{"\u0072eference":"Patient/1"}`},
+		{"escaped value", `{"reference":"urn:uuid:\u0061"}`, `{"reference":"Patient/1"}`},
+		{"value with quotes, backslashes and unicode", `{"reference":"a\"b\\c \u00e9 \ud83d\ude00"}`, `{"reference":"Organization/3"}`},
+		{"raw unicode value", `{"reference":"a\"b\\c é 😀"}`, `{"reference":"Organization/3"}`},
+		{"replacement needing escapes", `{"reference":"urn:uuid:escapes"}`, `{"reference":"X/\"q\"\\<&>\u2028\u0001\n"}`},
+		{"a string value equal to reference is no key", `{"display":"reference","x":"urn:uuid:a","y":["reference","urn:uuid:a"]}`, ""},
+		{"a near key is no key", `{"references":"urn:uuid:a","Reference":"urn:uuid:a","refer\u0065nc":"urn:uuid:a"}`, ""},
+		{"unchanged target", `{"reference":"same","b":{"reference":"other"}}`, ""},
+		{"no reference at all", `{"resourceType":"Patient","name":[{"family":"X"}]}`, ""},
+		{"top-level array", `[{"reference":"urn:uuid:a"}, {"reference":"urn:uuid:b"}]`, `[{"reference":"Patient/1"}, {"reference":"Practitioner/2"}]`},
+		{"empty containers", `{"a":{},"b":[],"c":[{}],"reference":"urn:uuid:a"}`, `{"a":{},"b":[],"c":[{}],"reference":"Patient/1"}`},
+		{"truncated", `{"reference":"urn:uuid:a"`, ""},
+		{"truncated string", `{"reference":"urn:uuid:a`, ""},
+		{"truncated escape", `{"reference":"urn:uuid:a\u00`, ""},
+		{"unbalanced", `{"reference":"urn:uuid:a"}}`, ""},
+		{"mismatched bracket", `{"a":[{"reference":"urn:uuid:a"}}}`, ""},
+		{"unclosed array", `[{"reference":"urn:uuid:a"}`, ""},
+		{"trailing comma", `{"reference":"urn:uuid:a",}`, ""},
+		{"missing colon", `{"reference" "urn:uuid:a"}`, ""},
+		{"bad escape", `{"reference":"urn:uuid:a\x"}`, ""},
+		{"short unicode escape", `{"reference":"\u12","x":"urn:uuid:a"}`, ""},
+		{"control character in string", "{\"reference\":\"urn:uuid:a\x01\"}", ""},
+		{"trailing garbage", `{"reference":"urn:uuid:a"} x`, ""},
+		{"bare word", `{"a":urn,"reference":"urn:uuid:a"}`, ""},
+		{"leading zero", `{"a":01,"reference":"urn:uuid:a"}`, ""},
+		{"bad literal", `{"a":tru,"reference":"urn:uuid:a"}`, ""},
+		{"bad number", `{"a":-,"b":1.,"reference":"urn:uuid:a"}`, ""},
+		{"non-string key", `{1:"x","reference":"urn:uuid:a"}`, ""},
+		{"error after the syntax error is not reached", `{"reference":"bad",`, ""},
+		{"empty", ``, ""},
+		{"whitespace only", " \n", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := []byte(c.in)
+			out, err := rewriteReferences(in, tableTargets)
+			if err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if c.want == "" {
+				if !sameSlice(out, in) {
+					t.Fatalf("changed to %q, want the input slice", out)
+				}
+				return
+			}
+			if string(out) != c.want {
+				t.Fatalf("got  %s\nwant %s", out, c.want)
+			}
+		})
+	}
+}
+
+func TestRewriteReferencesErrors(t *testing.T) {
+	in := []byte(`{"a":{"reference":"urn:uuid:a"},"b":[{"reference":"bad"}]}`)
+	if _, err := rewriteReferences(in, tableTargets); !errors.Is(err, errTestRef) {
+		t.Fatalf("error %v, want the callback's", err)
+	}
+	// Malformed input is left to the handler: no callback, no error.
+	called := false
+	out, err := rewriteReferences([]byte(`{"reference":"bad"`), func(string) (string, error) {
+		called = true
+		return "", errTestRef
+	})
+	if err != nil || called || string(out) != `{"reference":"bad"` {
+		t.Fatalf("malformed: %q %v (called %v)", out, err, called)
+	}
+}
+
+// TestRewriterRewrite checks the rewriter's use of the scanner: fullUrls
+// are replaced and an unknown urn:uuid fails with an outcome.
+func TestRewriterRewrite(t *testing.T) {
+	rw := &rewriter{fullURLs: map[string]string{"urn:uuid:p": "Patient/p1"}}
+	in := []byte(`{"resourceType":"Observation","status":"final","subject":{"reference":"urn:uuid:p"},"code":{}}`)
+	out, err := rw.rewrite(context.Background(), in)
+	if err != nil || string(out) != `{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p1"},"code":{}}` {
+		t.Fatalf("rewrite: %s %v", out, err)
+	}
+	_, err = rw.rewrite(context.Background(), []byte(`{"subject":{"reference":"urn:uuid:missing"}}`))
+	var oe *outcome.Error
+	if !errors.As(err, &oe) {
+		t.Fatalf("unknown urn:uuid: error %v (%T), want an outcome", err, err)
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for _, s := range []string{"", "plain", `"\`, "<&>", "\x00\b\f\n\r\t\x1f\x7f", "é😀", "\u2028\u2029", "bad\xffutf8\xc3", "\ud7ff\ue000"} {
+		b := appendJSONString(nil, s)
+		var back string
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%q encodes to invalid %s: %v", s, b, err)
+		}
+		if want := strings.ToValidUTF8(s, "\ufffd"); back != want {
+			t.Errorf("%q round-trips to %q, want %q", s, back, want)
+		}
+		var enc bytes.Buffer
+		e := json.NewEncoder(&enc)
+		e.SetEscapeHTML(false)
+		_ = e.Encode(s)
+		if got := string(b); got != strings.TrimSuffix(enc.String(), "\n") {
+			t.Errorf("%q encodes to %s, encoding/json to %s", s, got, enc.String())
+		}
+	}
+}
+
+// rewriteAny is the former implementation, the fuzz oracle: decode into
+// maps, replace, and report whether anything changed. A failing
+// replacement anywhere is an error, whatever the map order.
+func rewriteAny(res []byte, replace func(string) (string, error)) (doc any, changed bool, err error) {
+	dec := json.NewDecoder(bytes.NewReader(res))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, false, err
+	}
+	var walk func(any)
+	walk = func(node any) {
+		switch n := node.(type) {
+		case map[string]any:
+			for k, v := range n {
+				if ref, ok := v.(string); ok && k == "reference" {
+					to, e := replace(ref)
+					if e != nil {
+						err = e
+					} else if to != "" && to != ref {
+						n[k] = to
+						changed = true
+					}
+					continue
+				}
+				walk(v)
+			}
+		case []any:
+			for _, v := range n {
+				walk(v)
+			}
+		}
+	}
+	walk(doc)
+	return doc, changed, err
+}
+
+// fuzzTargets replaces some references, keeps others, and refuses those
+// with a '!', with replacements that need escaping.
+func fuzzTargets(ref string) (string, error) {
+	if strings.Contains(ref, "!") {
+		return "", errTestRef
+	}
+	switch len(ref) % 3 {
+	case 0:
+		return "", nil
+	case 1:
+		return ref, nil
+	}
+	return "T/" + ref + "\"\\<\u2028\x01", nil
+}
+
+func FuzzRewriteReferences(f *testing.F) {
+	for _, s := range []string{
+		`{"resourceType":"Observation","status":"final","subject":{"reference":"urn:uuid:ab"},"performer":[{"reference":"xy"},{"reference":"abcd"}]}`,
+		`{"refer\u0065nce":"urn:uuid:\u0061b","contained":[{"reference":{"reference":"q!"}}]}`,
+		`{"display":"reference","reference":null,"x":[1,-2.5e+3,true,false,null,"reference"]}`,
+		"{\n \"reference\" : \"a\\\"b\\\\c\\ud83d\\ude00\" }",
+		`{"reference":"\ud800","reference":"ok"}`,
+		`{"reference":"urn:uuid:ab"`,
+		`[{"reference":"ab"}]`,
+	} {
+		f.Add([]byte(s))
+	}
+	if b, err := os.ReadFile(filepath.Join("testdata", "bundles", "transaction-references.json")); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		orig := bytes.Clone(in)
+		out, err := rewriteReferences(in, fuzzTargets)
+		if !bytes.Equal(in, orig) {
+			t.Fatalf("the input was modified")
+		}
+		if !json.Valid(in) {
+			if err != nil || !sameSlice(out, in) {
+				t.Fatalf("invalid JSON: got %q, %v; want the input unchanged", out, err)
+			}
+			return
+		}
+		want, changed, wantErr := rewriteAny(in, fuzzTargets)
+		if wantErr != nil {
+			if err == nil {
+				t.Fatalf("no error, want %v", wantErr)
+			}
+			return
+		}
+		if err != nil {
+			// A refused reference shadowed by a duplicate key is seen by
+			// the scanner only.
+			return
+		}
+		if changed && sameSlice(out, in) {
+			t.Fatalf("nothing replaced, want a change")
+		}
+		if !sameSlice(out, in) && bytes.Equal(out, in) {
+			t.Fatalf("unchanged output is a copy")
+		}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.UseNumber()
+		var got any
+		if err := dec.Decode(&got); err != nil {
+			t.Fatalf("output %q is invalid: %v", out, err)
+		}
+		if !json.Valid(out) {
+			t.Fatalf("output %q is invalid", out)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("in  %q\nout %q\ngot  %#v\nwant %#v", in, out, got, want)
+		}
+	})
+}
+
+// benchObservation is a typical transaction entry: an Observation with
+// two references to other entries.
+var benchObservation = []byte(`{"resourceType":"Observation","status":"final","category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs","display":"Vital Signs"}]}],"code":{"coding":[{"system":"http://loinc.org","code":"29463-7","display":"Body weight"}],"text":"Body weight"},"subject":{"reference":"urn:uuid:9e1c7d20-1111-4a6b-8c3d-4d5e6f7a8b01"},"effectiveDateTime":"2024-03-01T10:30:00Z","performer":[{"reference":"urn:uuid:9e1c7d20-3333-4a6b-8c3d-4d5e6f7a8b03"}],"valueQuantity":{"value":70.5,"unit":"kg","system":"http://unitsofmeasure.org","code":"kg"}}`)
+
+func benchTargets(ref string) (string, error) {
+	switch ref {
+	case "urn:uuid:9e1c7d20-1111-4a6b-8c3d-4d5e6f7a8b01":
+		return "Patient/0190a1b2c3d4e5f6", nil
+	case "urn:uuid:9e1c7d20-3333-4a6b-8c3d-4d5e6f7a8b03":
+		return "Practitioner/0190a1b2c3d4e5f7", nil
+	}
+	return "", nil
+}
+
+func BenchmarkRewriteReferences(b *testing.B) {
+	b.Run("any", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(benchObservation)))
+		for b.Loop() {
+			doc, _, err := rewriteAny(benchObservation, benchTargets)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(doc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(benchObservation)))
+		for b.Loop() {
+			if _, err := rewriteReferences(benchObservation, benchTargets); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
