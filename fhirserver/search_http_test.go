@@ -528,6 +528,13 @@ func TestSearchQuantities(t *testing.T) {
 		{"/Observation?component-code-value-quantity=http://loinc.org|8462-4$gt110", nil},
 		{"/Observation?component-code-value-quantity=http%3A%2F%2Floinc.org%7C8480-6%24gt110", idset("obs-bp")},
 		{"/Observation?code-value-quantity=http://loinc.org|2345-7$gt5.4", idset("obs-mg-546")},
+		// Each value pairs a code with a value: (2345-7 and 72) or (8867-4
+		// and < 10) matches neither the glucose results (< 10, but 2345-7)
+		// nor the heart rate (8867-4, but 72).
+		{"/Observation?code-value-quantity=http://loinc.org|2345-7$gt5.4,http://loinc.org|8867-4$72", idset("obs-mg-546", "obs-open")},
+		{"/Observation?code-value-quantity=http://loinc.org|2345-7$72,http://loinc.org|8867-4$lt10", nil},
+		{"/Observation?code-value-quantity=8867-4$72||/min", idset("obs-open")},
+		{"/Observation?code-value-quantity:missing=true", idset("obs-openstart", "obs-bp")},
 		// combo-* search the Observation's own value and its components'.
 		{"/Observation?combo-code=http://loinc.org|8462-4", idset("obs-bp")},
 		{"/Observation?combo-code=http://loinc.org|85354-9", idset("obs-bp")},

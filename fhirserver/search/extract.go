@@ -43,7 +43,7 @@ func (r *Registry) AppendExtract(ctx context.Context, dst []Entry, resourceType 
 	defer x.release()
 	present := elementNames(resource)
 	for _, p := range tp.list {
-		if !p.Indexable() || len(p.Parts) > 0 || !r.whole && !p.mayApply(present) {
+		if !p.Indexable() || len(p.Parts) > 0 || p.Conjoined != nil || !r.whole && !p.mayApply(present) {
 			continue
 		}
 		if err := x.param(p); err != nil {

@@ -324,21 +324,33 @@ func TestExtractURI(t *testing.T) {
 }
 
 func TestExtractComposite(t *testing.T) {
+	// A composite on the resource itself whose components are the type's
+	// own parameters is searched through them (Param.Conjoined): no entries.
+	for _, code := range []string{"code-value-quantity", "code-value-concept"} {
+		if es := extract(t, `{"resourceType":"Observation","status":"final",
+		"code":{"coding":[{"system":"http://loinc.org","code":"29463-7"},{"system":"http://snomed.info/sct","code":"27113001"}]},
+		"valueQuantity":{"value":72.4,"system":"http://unitsofmeasure.org","code":"kg"},
+		"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"V"}]}}`, code); len(es) != 0 {
+			t.Errorf("%s entries %v, want none", code, es)
+		}
+	}
+	// A root composite whose value parameter reads more paths than its
+	// component (value-date also reads dateTime spelt differently) keeps
+	// its entries, a code × value product.
 	es := extract(t, `{"resourceType":"Observation","status":"final",
 		"code":{"coding":[{"system":"http://loinc.org","code":"29463-7"},{"system":"http://snomed.info/sct","code":"27113001"}]},
-		"valueQuantity":{"value":72.4,"system":"http://unitsofmeasure.org","code":"kg"}}`, "code-value-quantity")
+		"valueString":"high"}`, "code-value-string")
 	if len(es) != 2 {
-		t.Fatalf("entries %v", es)
+		t.Fatalf("code-value-string entries %v", es)
 	}
 	for i, sys := range []string{"http://loinc.org", "http://snomed.info/sct"} {
 		c := es[i].Components
-		if es[i].Kind != KindComposite || len(c) != 2 || c[0].Kind != KindToken || c[0].System != sys ||
-			c[1].Kind != KindQuantity || !ratEq(c[1].Value, rat("72.4")) || c[1].CanonUnit != "g" {
+		if es[i].Kind != KindComposite || len(c) != 2 || c[0].Kind != KindToken || c[0].System != sys || c[1].Kind != KindString || c[1].Str != "high" {
 			t.Errorf("entry %d = %v", i, es[i])
 		}
 	}
 	// The wrong value type gives no entry.
-	if es := extract(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"code":"x"}]},"valueString":"high"}`, "code-value-quantity"); len(es) != 0 {
+	if es := extract(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"code":"x"}]},"valueBoolean":true}`, "code-value-string"); len(es) != 0 {
 		t.Errorf("string value gave %v", es)
 	}
 	// Components pair within one component, never across components.
@@ -354,14 +366,14 @@ func TestExtractComposite(t *testing.T) {
 	if !slices.Equal(got, []string{"8480-6=120", "8462-4=80"}) {
 		t.Errorf("pairs = %v", got)
 	}
-	// code-value-concept has equality keys.
-	es = extract(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"L"}]},
-		"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"V"}]}}`, "code-value-concept")
+	// component-code-value-concept has equality keys.
+	es = extract(t, `{"resourceType":"Observation","status":"final","code":{"text":"x"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"L"}]},
+		"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"V"}]}}]}`, "component-code-value-concept")
 	if len(es) != 1 {
-		t.Fatalf("code-value-concept %v", es)
+		t.Fatalf("component-code-value-concept %v", es)
 	}
 	keys := es[0].Keys()
-	if !slices.Contains(keys, "code-value-concept\x1fhttp://loinc.org|L$http://snomed.info/sct|V") || !slices.Contains(keys, "code-value-concept\x1fL$V") {
+	if !slices.Contains(keys, "component-code-value-concept\x1fhttp://loinc.org|L$http://snomed.info/sct|V") || !slices.Contains(keys, "component-code-value-concept\x1fL$V") {
 		t.Errorf("composite keys %q", keys)
 	}
 }
@@ -421,8 +433,8 @@ func TestExtractFixtures(t *testing.T) {
 	if q := byParam(obs, "value-quantity"); len(q) != 1 || !ratEq(q[0].NumLow, rat("72.35")) || q[0].CanonUnit != "g" {
 		t.Errorf("value-quantity = %v", q)
 	}
-	if n := len(byParam(obs, "code-value-quantity")); n != 2 {
-		t.Errorf("code-value-quantity entries = %d, want 2", n)
+	if n := len(byParam(obs, "code-value-quantity")); n != 0 {
+		t.Errorf("code-value-quantity entries = %d, want none (searched through code and value-quantity)", n)
 	}
 	// Every entry has its parameter and a kind, and keys start with the
 	// parameter code.

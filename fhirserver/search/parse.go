@@ -3,6 +3,7 @@ package search
 import (
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -349,6 +350,7 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 	}
 	c := Clause{Param: name}
 	var all []Clause
+	var terms [][]Match // conjunctions, OR'ed with c.Any
 	for _, tp := range tps {
 		if tp.p.Type == "special" {
 			return nil, "special parameter " + quote(code) + " is not supported", nil
@@ -362,6 +364,19 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 			var ms []Match
 			var err error
 			var reason string
+			if p.Conjoined != nil && chain == "" {
+				ts, missing, err := ps.conjoinedTerms(p, name, mod, value)
+				if err != nil {
+					return nil, "", err
+				}
+				for _, t := range ts {
+					terms = append(terms, withTypes(t, tp.types))
+				}
+				if missing != nil {
+					all = append(all, Clause{Param: name, Any: withTypes(missing, tp.types)})
+				}
+				continue
+			}
 			if chain != "" {
 				ms, reason, err = ps.chainMatches(p, name, mod, chain, value, depth)
 			} else {
@@ -381,7 +396,13 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 			all = append(all, Clause{Param: name, Any: ms})
 		}
 	}
-	if len(c.Any) > 0 {
+	if len(terms) > 0 {
+		cnf, err := conjunctive(name, c.Any, terms)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(cnf, all...)
+	} else if len(c.Any) > 0 {
 		all = append([]Clause{c}, all...)
 	}
 	for _, cl := range all {
@@ -394,6 +415,86 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 		return nil, "", errf(name, "the query is too complex")
 	}
 	return all, "", nil
+}
+
+// maxConjunctive bounds the clauses one parameter occurrence may expand
+// into (see conjunctive): 2^6 for six comma values of a two-part composite.
+const maxConjunctive = 64
+
+// conjunctive turns "any of single, or any of the conjunctions terms" into
+// clauses that must all hold, by distributing OR over AND: each clause
+// holds single and one match from every term. (a∧b)∨(c∧d) is
+// (a∨c)∧(a∨d)∧(b∨c)∧(b∨d); the IR needs no conjunction inside a clause.
+func conjunctive(name string, single []Match, terms [][]Match) ([]Clause, error) {
+	n := 1
+	for _, t := range terms {
+		if n *= len(t); n > maxConjunctive {
+			return nil, errf(name, "too many values for a composite parameter (at most "+strconv.Itoa(maxConjunctive)+" combinations)")
+		}
+	}
+	out := []Clause{{Param: name, Any: slices.Clone(single)}}
+	for _, t := range terms {
+		next := make([]Clause, 0, len(out)*len(t))
+		for _, c := range out {
+			for _, m := range t {
+				next = append(next, Clause{Param: name, Any: append(slices.Clone(c.Any), m)})
+			}
+		}
+		out = next
+	}
+	return out, nil
+}
+
+// conjoinedTerms parses a value of a composite searched through its
+// components' own parameters (Param.Conjoined): one conjunction per comma
+// value, one match per component. ":missing=true" (some component is
+// missing) is returned as one clause of its own; ":missing=false" is the
+// conjunction of every component being present.
+func (ps *parser) conjoinedTerms(p *Param, name, mod, raw string) (terms [][]Match, missing []Match, err error) {
+	if !validModifier(p, mod) {
+		return nil, nil, errf(name, "modifier :"+mod+" is not valid for "+p.Type+" parameter "+p.Code)
+	}
+	vals, err := values(name, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, v := range vals {
+		if mod == "missing" {
+			if v != "true" && v != "false" {
+				return nil, nil, errf(name, ":missing takes true or false, not "+quote(v))
+			}
+			var t []Match
+			for _, q := range p.Conjoined {
+				t = append(t, Match{Op: OpMissing, Param: q.Code, Missing: v == "true"})
+			}
+			if v == "true" {
+				missing = append(missing, t...)
+			} else {
+				terms = append(terms, t)
+			}
+			continue
+		}
+		parts := splitEsc(v, '$')
+		if len(parts) != len(p.Conjoined) {
+			return nil, nil, errf(name, "composite value needs "+strconv.Itoa(len(p.Conjoined))+" components separated by $: "+quote(v))
+		}
+		var t []Match
+		for i, q := range p.Conjoined {
+			if parts[i] == "" {
+				return nil, nil, errf(name, "empty composite component in "+quote(v))
+			}
+			ms, err := ps.valueMatches(q, name, "", parts[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(ms) != 1 {
+				return nil, nil, errf(name, "composite component "+quote(parts[i])+" must be one value")
+			}
+			t = append(t, ms[0])
+		}
+		terms = append(terms, t)
+	}
+	return terms, missing, nil
 }
 
 // partMatches combines the matches of a parameter's parts (see

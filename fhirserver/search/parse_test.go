@@ -187,19 +187,37 @@ func TestParseWhere(t *testing.T) {
 		{"_profile", "Patient", params("_profile", "http://p.org/sd"), []Clause{cl("_profile", keyM("_profile\x1fhttp://p.org/sd"))}},
 
 		// composite
+		// A composite on the resource itself is searched through its
+		// components' parameters (Param.Conjoined): each must match.
 		{"composite keys", "Observation", params("code-value-concept", "http://loinc.org|72166-2$http://snomed.info/sct|77176002"),
-			[]Clause{cl("code-value-concept", keyM("code-value-concept\x1fhttp://loinc.org|72166-2$http://snomed.info/sct|77176002"))}},
+			[]Clause{cl("code-value-concept", keyM("code\x1fhttp://loinc.org|72166-2")),
+				cl("code-value-concept", keyM("value-concept\x1fhttp://snomed.info/sct|77176002"))}},
 		{"composite quantity", "Observation", params("code-value-quantity", "http://loinc.org|8480-6$gt100"),
-			[]Clause{cl("code-value-quantity", numM("code-value-quantity$http://loinc.org|8480-6", CmpGt, 100, 100, 0))}},
+			[]Clause{cl("code-value-quantity", keyM("code\x1fhttp://loinc.org|8480-6")),
+				cl("code-value-quantity", numM("value-quantity", CmpGt, 100, 100, 0))}},
+		// (a∧b)∨(c∧d) as clauses that must all hold: (a∨c)∧(a∨d)∧(b∨c)∧(b∨d).
+		{"composite quantity, two values", "Observation", params("code-value-quantity", "8480-6$gt100,8462-4$lt60"),
+			[]Clause{
+				cl("code-value-quantity", keyM("code\x1f8480-6"), keyM("code\x1f8462-4")),
+				cl("code-value-quantity", keyM("code\x1f8480-6"), numM("value-quantity", CmpLt, 60, 60, 0)),
+				cl("code-value-quantity", numM("value-quantity", CmpGt, 100, 100, 0), keyM("code\x1f8462-4")),
+				cl("code-value-quantity", numM("value-quantity", CmpGt, 100, 100, 0), numM("value-quantity", CmpLt, 60, 60, 0))}},
+		{"composite missing", "Observation", params("code-value-quantity:missing", "true"),
+			[]Clause{cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "code", Missing: true}, Match{Op: OpMissing, Param: "value-quantity", Missing: true})}},
+		{"composite present", "Observation", params("code-value-quantity:missing", "false"),
+			[]Clause{cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "code"}),
+				cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "value-quantity"})}},
 		{"composite quantity unit", "Observation", params("component-code-value-quantity", "8480-6$lt60||mm[Hg]"),
 			[]Clause{cl("component-code-value-quantity", numM("component-code-value-quantity$8480-6\x1f|mm[Hg]", CmpLt, 60, 60, 0))}},
 		// combo-* parameters are the union of their parts and have no rows
 		// of their own: a search on one is a search on each part, OR'ed,
 		// except that "none" and "missing" must hold on every part.
 		{"composite combo", "Observation", params("combo-code-value-quantity", "http://loinc.org|8480-6$120"),
-			[]Clause{cl("combo-code-value-quantity",
-				numM("code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0),
-				numM("component-code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0))}},
+			[]Clause{
+				cl("combo-code-value-quantity", numM("component-code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0),
+					keyM("code\x1fhttp://loinc.org|8480-6")),
+				cl("combo-code-value-quantity", numM("component-code-value-quantity$http://loinc.org|8480-6", CmpEq, 119.5, 120.5, 0),
+					numM("value-quantity", CmpEq, 119.5, 120.5, 0))}},
 		{"combo token", "Observation", params("combo-code", "http://loinc.org|8480-6"),
 			[]Clause{cl("combo-code", Match{Op: OpKey, Keys: []string{"code\x1fhttp://loinc.org|8480-6"}}, Match{Op: OpKey, Keys: []string{"component-code\x1fhttp://loinc.org|8480-6"}})}},
 		{"combo not", "Observation", params("combo-code:not", "http://loinc.org|8480-6"),
@@ -265,6 +283,11 @@ func TestParseErrors(t *testing.T) {
 		{"Observation", params("value-quantity", "5|mg"), "value-quantity"},
 		{"Observation", params("value-quantity", "5|http://unitsofmeasure.org|"), "value-quantity"},
 		{"Observation", params("code", "a|b|c"), "code"},
+		{"Observation", params("code-value-quantity", "8480-6"), "code-value-quantity"},
+		{"Observation", params("code-value-quantity", "8480-6$"), "code-value-quantity"},
+		{"Observation", params("code-value-quantity", "8480-6$abc"), "code-value-quantity"},
+		{"Observation", params("code-value-quantity:missing", "maybe"), "code-value-quantity:missing"},
+		{"Observation", params("code-value-quantity", "a$1,b$2,c$3,d$4,e$5,f$6,g$7"), "code-value-quantity"}, // 2^7 clauses
 		{"Observation", params("code", "|"), "code"},
 		{"Patient", params("gender:in", "http://example.org/ValueSet/unknown"), "gender:in"},
 		{"Observation", params("status:below", "http://example.org/cs|x"), "status:below"},

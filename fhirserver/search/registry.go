@@ -55,6 +55,14 @@ type Param struct {
 	// search on it searches its parts, so each value is stored once, not
 	// twice (a third of an Observation's rows).
 	Parts []*Param
+	// Conjoined, when set, are the parameters of the same type that define
+	// the components of a composite evaluated on the resource itself
+	// (Observation code-value-quantity = code and value-quantity) and that
+	// extract exactly what the components do. Such a composite is not
+	// indexed: a value matches when each component's parameter matches its
+	// part, the resource being the composite's only item. That saves the
+	// product rows (code forms × unit forms: six per Observation).
+	Conjoined []*Param
 	// branches are the union branches of the expression that apply to
 	// this resource type.
 	branches []string
@@ -123,6 +131,7 @@ func newRegistry(whole bool) (*Registry, error) {
 	}
 	for t, m := range build {
 		linkParts(m)
+		linkConjoined(t, m)
 		r.types[t] = newTypeParams(m)
 	}
 	return r, nil
@@ -163,6 +172,60 @@ func linkParts(m map[string]*Param) {
 			p.Parts = parts
 		}
 	}
+}
+
+// linkConjoined sets Conjoined on each core composite of type t whose
+// item is the resource itself, when every component is a parameter of t
+// (by definition URL) that extracts from the same paths.
+func linkConjoined(t string, m map[string]*Param) {
+	for _, p := range m {
+		if p.Type != "composite" || p.Custom || p.Expr == nil || len(p.Parts) > 0 ||
+			len(p.branches) != 1 || strings.TrimSpace(p.branches[0]) != t {
+			continue
+		}
+		var parts []*Param
+		for _, c := range p.Components {
+			q, ok := m[c.Code]
+			if !ok || q.URL != c.Definition || q.Type != c.Type || q.Expr == nil || len(q.Parts) > 0 ||
+				!sameBranches(t, q, c.Expression) {
+				parts = nil
+				break
+			}
+			parts = append(parts, q)
+		}
+		if len(parts) == len(p.Components) && len(parts) >= 2 {
+			p.Conjoined = parts
+		}
+	}
+}
+
+// sameBranches reports whether q's branches on type t are the component
+// expression expr applied to the resource: "(Observation.value.ofType(X))"
+// is "value.ofType(X)". A SampledData branch of a quantity parameter is
+// ignored: SampledData has no quantity entries.
+func sameBranches(t string, q *Param, expr string) bool {
+	norm := func(b string) string {
+		b = strings.TrimSpace(b)
+		for strings.HasPrefix(b, "(") && strings.HasSuffix(b, ")") {
+			b = strings.TrimSpace(b[1 : len(b)-1])
+		}
+		return b
+	}
+	var own []string
+	for _, b := range q.branches {
+		b = norm(b)
+		if q.Type == "quantity" && b == t+".value.ofType(SampledData)" {
+			continue
+		}
+		own = append(own, b)
+	}
+	var comp []string
+	for _, b := range splitUnion(expr) {
+		comp = append(comp, t+"."+norm(b))
+	}
+	slices.Sort(own)
+	slices.Sort(comp)
+	return slices.Equal(own, comp)
 }
 
 // sameShape reports whether q indexes values the way p does: the same

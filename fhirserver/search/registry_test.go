@@ -277,3 +277,29 @@ func TestConcurrentExtractAndAddCustom(t *testing.T) {
 		t.Errorf("custom-j = %v", got)
 	}
 }
+
+// The composites searched through their components' own parameters are
+// exactly the root ones whose components extract what those parameters
+// do; the others keep their rows.
+func TestConjoinedComposites(t *testing.T) {
+	r := testRegistry(t)
+	want := map[string][]string{
+		"code-value-quantity": {"code", "value-quantity"},
+		"code-value-concept":  {"code", "value-concept"},
+	}
+	for _, typ := range profiles.ResourceTypes() {
+		for _, p := range r.Params(typ) {
+			var got []string
+			for _, q := range p.Conjoined {
+				got = append(got, q.Code)
+			}
+			exp := want[p.Code]
+			if typ != "Observation" {
+				exp = nil
+			}
+			if !slices.Equal(got, exp) {
+				t.Errorf("%s %s conjoined %v, want %v", typ, p.Code, got, exp)
+			}
+		}
+	}
+}
