@@ -624,6 +624,12 @@ func TestSearchTokens(t *testing.T) {
 		{"/Observation?code:text=glucose", glucose},
 		{"/Observation?code:text=blood", idset("obs-bp")},
 		{"/Observation?code:not=http://loinc.org|2345-7", idset("obs-open", "obs-openstart", "obs-bp", "obs-logical", "obs-abs")},
+		// system| is any code of the system; under :not every value must fail.
+		{"/Observation?code=http://loinc.org|", idset("obs-mg-540", "obs-mg-535", "obs-mg-546", "obs-g", "obs-open", "obs-openstart", "obs-bp", "obs-logical", "obs-abs")},
+		{"/Observation?code=http://snomed.info/sct|", nil},
+		{"/Observation?code:not=http://loinc.org|", nil},
+		{"/Observation?code:not=http://snomed.info/sct|,http://loinc.org|2345-7", idset("obs-open", "obs-openstart", "obs-bp", "obs-logical", "obs-abs")},
+		{"/Observation?subject:identifier=urn:oid:1.2.36.146.595.217.0.1|", idset("obs-logical")},
 		{"/Observation?status=final,amended", idset("obs-mg-540", "obs-mg-535", "obs-g", "obs-open", "obs-logical", "obs-abs")},
 		{"/Observation?status:not=final", idset("obs-mg-535", "obs-mg-546", "obs-openstart", "obs-bp")},
 		// detectedissue-status holds preliminary, final and entered-in-error.

@@ -167,17 +167,19 @@ func key(param, val string) string {
 	return k[:n]
 }
 
+// tokenForms are the keys of a token: "code", and "system|code" or
+// "|code" (no system). A search for "system|" (any code of the system)
+// scans the keys starting with it (see tokenMatches), so it has a key of
+// its own only when there is no code: one key fewer per coding.
 func tokenForms(mod, system, code string, out []valueKey) []valueKey {
-	if code != "" {
-		out = append(out, valueKey{mod, code})
-		if system == "" {
-			out = append(out, valueKey{mod, "|" + code})
-		} else {
-			out = append(out, valueKey{mod, system + "|" + code})
-		}
-	}
-	if system != "" {
+	switch {
+	case code == "" && system != "":
 		out = append(out, valueKey{mod, system + "|"})
+	case code == "":
+	case system == "":
+		out = append(out, valueKey{mod, code}, valueKey{mod, "|" + code})
+	default:
+		out = append(out, valueKey{mod, code}, valueKey{mod, system + "|" + code})
 	}
 	return out
 }
@@ -215,7 +217,8 @@ func (e Entry) valueKeys() []valueKey {
 }
 
 // compositeKeys forms the product of the components' plain keys; nil if
-// any component has none.
+// any component has none. Inside a composite a token's "system|" form is
+// not a prefix of the key, so it is a key of its own there.
 func compositeKeys(comps []Entry) []valueKey {
 	vals := keyProduct(comps, func(*Entry, string) bool { return true })
 	out := make([]valueKey, len(vals))
@@ -239,6 +242,9 @@ func keyProduct(comps []Entry, keep func(c *Entry, val string) bool) []string {
 			if k.mod == "" && keep(c, k.val) {
 				vals = append(vals, k.val)
 			}
+		}
+		if c.Kind == KindToken && c.System != "" && c.Code != "" && keep(c, c.System+"|") {
+			vals = append(vals, c.System+"|")
 		}
 		if len(vals) == 0 {
 			return nil

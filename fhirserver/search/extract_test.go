@@ -410,12 +410,12 @@ func TestExtractFixtures(t *testing.T) {
 	}{
 		{pat, "family", []string{"family\x1fmuller", "family:exact\x1fMüller"}},
 		{pat, "gender", []string{"gender\x1fmale", "gender\x1f|male"}},
-		{pat, "identifier", []string{"identifier\x1f12345", "identifier\x1fhttp://hospital.example.org/mrn|12345", "identifier\x1fhttp://hospital.example.org/mrn|",
+		{pat, "identifier", []string{"identifier\x1f12345", "identifier\x1fhttp://hospital.example.org/mrn|12345",
 			"identifier:of-type\x1fhttp://terminology.hl7.org/CodeSystem/v2-0203|MR|12345", "identifier:text\x1fmedical record number"}},
 		{pat, "organization", []string{"organization\x1fOrganization/org-1", "organization\x1fOrganization/org-1/_history/3",
 			"organization\x1fhttps://example.org/fhir/Organization/org-1"}},
-		{obs, "code", []string{"code\x1f29463-7", "code\x1fhttp://loinc.org|29463-7", "code\x1fhttp://loinc.org|", "code:text\x1fweight body weight",
-			"code\x1f27113001", "code\x1fhttp://snomed.info/sct|27113001", "code\x1fhttp://snomed.info/sct|", "code:text\x1fweight body weight"}},
+		{obs, "code", []string{"code\x1f29463-7", "code\x1fhttp://loinc.org|29463-7", "code:text\x1fweight body weight",
+			"code\x1f27113001", "code\x1fhttp://snomed.info/sct|27113001", "code:text\x1fweight body weight"}},
 		{obs, "subject", []string{"subject\x1fPatient/pat-1"}},
 		{obs, "patient", []string{"patient\x1fPatient/pat-1"}},
 	}

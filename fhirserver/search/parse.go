@@ -391,6 +391,13 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 			parts = append(parts, withTypes(ms, tp.types))
 		}
 		anyOf, each := partMatches(parts, tp.types == nil)
+		// Negations must all hold (":not=a,http://s|" is neither): one
+		// negated key match holds the keys, but each negated prefix is a
+		// match of its own, so they make one conjunction.
+		if nots := slices.DeleteFunc(slices.Clone(anyOf), func(m Match) bool { return !m.Not }); len(nots) > 1 {
+			terms = append(terms, nots)
+			anyOf = slices.DeleteFunc(anyOf, func(m Match) bool { return m.Not })
+		}
 		c.Any = append(c.Any, anyOf...)
 		for _, ms := range each {
 			all = append(all, Clause{Param: name, Any: ms})

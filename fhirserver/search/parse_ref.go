@@ -30,6 +30,10 @@ func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([
 			if err != nil {
 				return nil, err
 			}
+			if m, ok := systemOnly(p.Code+":identifier", f); ok {
+				out = append(out, m)
+				continue
+			}
 			keys = []string{key(p.Code+":identifier", f)}
 		} else {
 			forms, err := ps.referenceForms(p, name, mod, unescape(v))

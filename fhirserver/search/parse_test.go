@@ -100,7 +100,16 @@ func TestParseWhere(t *testing.T) {
 		{"token code", "Patient", params("gender", "male"), []Clause{cl("gender", keyM("gender\x1fmale"))}},
 		{"token system|code", "Observation", params("code", "http://loinc.org|8480-6"), []Clause{cl("code", keyM("code\x1fhttp://loinc.org|8480-6"))}},
 		{"token |code", "Observation", params("code", "|8480-6"), []Clause{cl("code", keyM("code\x1f|8480-6"))}},
-		{"token system|", "Observation", params("code", "http://loinc.org|"), []Clause{cl("code", keyM("code\x1fhttp://loinc.org|"))}},
+		// "system|" is no key of its own: the keys that start with it.
+		{"token system|", "Observation", params("code", "http://loinc.org|"), []Clause{cl("code", prefixM("code\x1fhttp://loinc.org|"))}},
+		{"token not system|", "Observation", params("code:not", "http://loinc.org|"),
+			[]Clause{cl("code:not", Match{Op: OpKeyPrefix, Prefix: "code\x1fhttp://loinc.org|", Not: true})}},
+		// Negations must all hold: each is a clause.
+		{"token not system| and code", "Observation", params("code:not", "http://loinc.org|,8480-6,http://snomed.info/sct|"),
+			[]Clause{cl("code:not", Match{Op: OpKeyPrefix, Prefix: "code\x1fhttp://loinc.org|", Not: true}),
+				cl("code:not", Match{Op: OpKeyPrefix, Prefix: "code\x1fhttp://snomed.info/sct|", Not: true}),
+				cl("code:not", notM("code\x1f8480-6"))}},
+		{"identifier system|", "Observation", params("subject:identifier", "http://mrn|"), []Clause{cl("subject:identifier", prefixM("subject:identifier\x1fhttp://mrn|"))}},
 		{"token escaped bar", "Patient", params("identifier", `http://a|x\|y`), []Clause{cl("identifier", keyM("identifier\x1fhttp://a|x|y"))}},
 		{"token or", "Patient", params("gender", "male,female"), []Clause{cl("gender", keyM("gender\x1fmale"), keyM("gender\x1ffemale"))}},
 		{"token not is none of", "Patient", params("gender:not", "male,female"), []Clause{cl("gender:not", notM("gender\x1ffemale", "gender\x1fmale"))}},

@@ -29,6 +29,15 @@ func tokenForm(name, v string) (string, error) {
 	return "", errf(name, "a token is code, system|code, |code or system|: "+quote(v))
 }
 
+// systemOnly is the match of the form "system|" (any code of the system):
+// the keys that start with it, as tokenForms stores no key for it.
+func systemOnly(param, f string) (Match, bool) {
+	if len(f) < 2 || !strings.HasSuffix(f, "|") {
+		return Match{}, false
+	}
+	return Match{Op: OpKeyPrefix, Prefix: key(param, f)}, true
+}
+
 // codedKeys are the keys of the token form f under param. When f is
 // system|code for a CodeSystem this server holds that defines code, the
 // no-system form "|code" is added: elements of type code (Patient.gender,
@@ -63,6 +72,11 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 			f, err := tokenForm(name, v)
 			if err != nil {
 				return nil, err
+			}
+			if m, ok := systemOnly(p.Code, f); ok {
+				m.Not = mod == "not"
+				out = append(out, m)
+				continue
 			}
 			keys := codedKeys(p.Code, f)
 			if mod == "not" {
