@@ -81,15 +81,15 @@ func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 		}
 		return p
 	}
-	// Every observation has the system-only token (500 rows).
-	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	// Every observation has status final (500 rows).
+	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := func(n int) search.Clause {
 		return search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p" + strconv.Itoa(n)}}}}
 	}
 	obs := []string{"Observation"}
 	for i, want := range []bool{true, false, false} {
 		counted = 0
-		p := choose(&search.Query{Types: obs, Where: []search.Clause{code, subject(7 + i)}})
+		p := choose(&search.Query{Types: obs, Where: []search.Clause{status, subject(7 + i)}})
 		if p.clause != 1 || !p.ordered {
 			t.Errorf("query %d: driver clause %d (ordered %v), want the subject", i, p.clause, p.ordered)
 		}
@@ -98,7 +98,7 @@ func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 		}
 	}
 	counted = 0
-	choose(&search.Query{Types: obs, Where: []search.Clause{code, subject(20)}, Sort: []search.Sort{{Param: "_id"}}})
+	choose(&search.Query{Types: obs, Where: []search.Clause{status, subject(20)}, Sort: []search.Sort{{Param: "_id"}}})
 	if counted == 0 {
 		t.Error("a sorted query chose its driver without estimates")
 	}
@@ -109,12 +109,12 @@ func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 func TestTotalEstimateKeepsCounting(t *testing.T) {
 	_, run := planStore(t)
 	run.estimates = &estimateCache{now: time.Now}
-	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	for i := range 3 {
 		subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p" + strconv.Itoa(i)}}}}
 		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tuning{estimateLimit: 50, selectiveEnough: 5},
 			known: func(d *sqlb, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
-		p, err := c.choose(&search.Query{Types: []string{"Observation"}, Where: []search.Clause{code, subject}, Total: search.TotalEstimate}, false)
+		p, err := c.choose(&search.Query{Types: []string{"Observation"}, Where: []search.Clause{status, subject}, Total: search.TotalEstimate}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -81,8 +81,8 @@ func TestSearchPlans(t *testing.T) {
 		sq := (&sqlb{}).w("SELECT a.rid ").add(from).w(" WHERE ").add(where).w(" ORDER BY " + ridExpr("a", p) + " LIMIT 21")
 		return sq.String(), sq.args[0], strings.Join(explain(t, s.reader, sq.String(), sq.args...), "\n")
 	}
-	// Every observation has the system-only token: the least selective key.
-	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	// Every observation has status final: the least selective key.
+	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
 	for _, c := range []struct {
 		name  string
@@ -90,11 +90,11 @@ func TestSearchPlans(t *testing.T) {
 		first string // the plan's first line
 		avoid []string
 	}{
-		// code is common, subject selective: whatever the clause order,
+		// status is common, subject selective: whatever the clause order,
 		// the subject lookup drives, and the page needs no sort.
-		{"code then subject", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{code, subject}},
+		{"status then subject", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{status, subject}},
 			"SEARCH search_keys USING PRIMARY KEY (key=? AND type=?", []string{"SCAN", "USE TEMP B-TREE FOR ORDER BY"}},
-		{"subject then code", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{subject, code}},
+		{"subject then status", &search.Query{Types: []string{"Observation"}, Where: []search.Clause{subject, status}},
 			"SEARCH search_keys USING PRIMARY KEY (key=? AND type=?", []string{"SCAN", "USE TEMP B-TREE FOR ORDER BY"}},
 		{"family prefix and birthdate", familyBirthQuery(rand.New(rand.NewPCG(5, 5)), 4),
 			"CO-ROUTINE", []string{"SCAN search_keys", "SCAN search_dates", "SCAN a"}},
@@ -386,7 +386,7 @@ func TestConformanceTinyPlanner(t *testing.T) {
 func TestSortWalkPlan(t *testing.T) {
 	s, run := planStore(t)
 	tune := tuning{estimateLimit: 50, selectiveEnough: 5}
-	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
 	obs := []string{"Observation"}
 	for _, c := range []struct {
@@ -394,14 +394,14 @@ func TestSortWalkPlan(t *testing.T) {
 		q    *search.Query
 		walk bool
 	}{
-		{"code, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}}}, true},
-		{"code, date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Type: "date"}}}, true},
+		{"status, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}}}, true},
+		{"status, date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "date", Type: "date"}}}, true},
 		{"no clause, -date, _id", &search.Query{Types: obs, Count: 5, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}, {Param: "_id"}}}, true},
-		{"code, -date, value-quantity", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}, {Param: "value-quantity"}}}, true},
-		{"code and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code, subject}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}}}, false},
-		{"code, value-quantity (not a date)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "value-quantity"}}}, false},
-		{"code, _lastUpdated", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}, Sort: []search.Sort{{Param: "_lastUpdated"}}}, false},
-		{"code, unsorted", &search.Query{Types: obs, Count: 5, Where: []search.Clause{code}}, false},
+		{"status, -date, value-quantity", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}, {Param: "value-quantity"}}}, true},
+		{"status and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status, subject}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}}}, false},
+		{"status, value-quantity (not a date)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "value-quantity"}}}, false},
+		{"status, _lastUpdated", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "_lastUpdated"}}}, false},
+		{"status, unsorted", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}}, false},
 		{"family", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "family", Type: "string"}}}, true},
 		{"-family, birthdate", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "family", Desc: true, Type: "string"}, {Param: "birthdate", Type: "date"}}}, true},
 		{"-name (a token-like type)", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "name", Desc: true, Type: "token"}}}, false},
@@ -557,9 +557,9 @@ func TestStringWalkOnlyForItsType(t *testing.T) {
 // no body is read for a row the page does not keep.
 func TestPageWithBodiesPlan(t *testing.T) {
 	s, run := planStore(t)
-	code := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"code\x1fhttp://loinc.org|"}}}}
+	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
-	q := &search.Query{Types: []string{"Observation"}, Count: 20, Where: []search.Clause{code, subject}}
+	q := &search.Query{Types: []string{"Observation"}, Count: 20, Where: []search.Clause{status, subject}}
 	c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
 	p, err := c.choose(q, false)
 	if err != nil {
