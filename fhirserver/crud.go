@@ -147,7 +147,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	if err != nil || w.Deleted {
 		return w, err
 	}
-	if rows, ok := preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
+	if rows, ok := s.preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
 		w.Index = rows
 		return w, nil
 	}

@@ -37,6 +37,7 @@ type preindexed struct {
 	// assumes version 1).
 	stamped []string
 	movable bool
+	gen     uint64 // the registry's generation the rows were extracted with
 }
 
 // stampParams returns the parameters of typ that index meta.lastUpdated
@@ -114,11 +115,12 @@ func withPreindexed(ctx context.Context, m map[string]*preindexed) context.Conte
 }
 
 // preindexedRows returns the rows extracted in advance for the write of
-// typ/id with body src at lastUpdated, if there are any that fit.
-func preindexedRows(ctx context.Context, typ, id string, src []byte, at time.Time) (*search.Rows, bool) {
+// typ/id with body src at lastUpdated, if there are any that fit: a
+// SearchParameter activated since makes them stale.
+func (s *Server) preindexedRows(ctx context.Context, typ, id string, src []byte, at time.Time) (*search.Rows, bool) {
 	m, _ := ctx.Value(preindexKey{}).(map[string]*preindexed)
 	p, ok := m[typ+"/"+id]
-	if !ok || !bytes.Equal(p.src, src) {
+	if !ok || p.gen != s.registry.Generation() || !bytes.Equal(p.src, src) {
 		return nil, false
 	}
 	return p.rowsAt(at)
@@ -134,6 +136,7 @@ type preindexJob struct {
 // left out: its entry extracts (and reports the error) when applied.
 func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time) map[string]*preindexed {
 	out := make(map[string]*preindexed, len(jobs))
+	gen := s.registry.Generation()
 	type stamp struct {
 		params  []string
 		movable bool
@@ -161,7 +164,7 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 				}
 				mu.Lock()
 				st := stamps[j.typ]
-				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, rows: rows, stamped: st.params, movable: st.movable}
+				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
 				mu.Unlock()
 			}
 		})

@@ -535,6 +535,7 @@ func TestSearchQuantities(t *testing.T) {
 		{"/Observation?code-value-quantity=http://loinc.org|2345-7$72,http://loinc.org|8867-4$lt10", nil},
 		{"/Observation?code-value-quantity=8867-4$72||/min", idset("obs-open")},
 		{"/Observation?code-value-quantity:missing=true", idset("obs-openstart", "obs-bp")},
+		{"/Observation?code-value-quantity:missing=true,false", idset("obs-mg-540", "obs-mg-535", "obs-mg-546", "obs-g", "obs-open", "obs-openstart", "obs-bp", "obs-logical", "obs-abs")},
 		// combo-* search the Observation's own value and its components'.
 		{"/Observation?combo-code=http://loinc.org|8462-4", idset("obs-bp")},
 		{"/Observation?combo-code=http://loinc.org|85354-9", idset("obs-bp")},

@@ -217,8 +217,7 @@ func (e Entry) valueKeys() []valueKey {
 }
 
 // compositeKeys forms the product of the components' plain keys; nil if
-// any component has none. Inside a composite a token's "system|" form is
-// not a prefix of the key, so it is a key of its own there.
+// any component has none.
 func compositeKeys(comps []Entry) []valueKey {
 	vals := keyProduct(comps, func(*Entry, string) bool { return true })
 	out := make([]valueKey, len(vals))
@@ -243,8 +242,14 @@ func keyProduct(comps []Entry, keep func(c *Entry, val string) bool) []string {
 				vals = append(vals, k.val)
 			}
 		}
+		// Forms the plain keys leave to a prefix scan or to Type/id keys
+		// are whole keys inside a composite: a token's "system|" and a
+		// reference's bare id.
 		if c.Kind == KindToken && c.System != "" && c.Code != "" && keep(c, c.System+"|") {
 			vals = append(vals, c.System+"|")
+		}
+		if c.Kind == KindReference && c.RefID != "" && keep(c, c.RefID) {
+			vals = append(vals, c.RefID)
 		}
 		if len(vals) == 0 {
 			return nil

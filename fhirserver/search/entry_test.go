@@ -13,7 +13,8 @@ func TestKeys(t *testing.T) {
 		e    Entry
 		want []string
 	}{
-		// DESIGN: tokens in four forms.
+		// DESIGN: tokens in four forms; "system|" is a prefix of
+		// "system|code" and has a key only without a code.
 		{"token with system", Entry{Param: "code", Kind: KindToken, System: "http://loinc.org", Code: "1-8"},
 			[]string{"code\x1f1-8", "code\x1fhttp://loinc.org|1-8"}},
 		{"token without system", Entry{Param: "gender", Kind: KindToken, Code: "male"},
@@ -39,6 +40,11 @@ func TestKeys(t *testing.T) {
 			{Param: "code", Kind: KindToken, Code: "a"},
 			{Param: "value", Kind: KindToken, System: "s", Code: "b"}}},
 			[]string{"cv\x1fa$b", "cv\x1fa$s|b", "cv\x1fa$s|", "cv\x1f|a$b", "cv\x1f|a$s|b", "cv\x1f|a$s|"}},
+		// Inside a composite, a reference's bare id is a key of its own.
+		{"composite with reference", Entry{Param: "rel", Kind: KindComposite, Components: []Entry{
+			{Param: "target", Kind: KindReference, RefType: "DocumentReference", RefID: "d0"},
+			{Param: "code", Kind: KindToken, Code: "replaces"}}},
+			[]string{"rel\x1fDocumentReference/d0$replaces", "rel\x1fDocumentReference/d0$|replaces", "rel\x1fd0$replaces", "rel\x1fd0$|replaces"}},
 		{"composite with range", Entry{Param: "cv", Kind: KindComposite, Components: []Entry{
 			{Param: "code", Kind: KindToken, Code: "a"}, {Param: "value", Kind: KindQuantity}}}, []string{}},
 	}

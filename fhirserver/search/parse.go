@@ -372,8 +372,17 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 				for _, t := range ts {
 					terms = append(terms, withTypes(t, tp.types))
 				}
-				if missing != nil {
-					all = append(all, Clause{Param: name, Any: withTypes(missing, tp.types)})
+				switch {
+				case missing == nil:
+				case len(params) > 1 && tp.types == nil:
+					// Missing on a union means missing on every part.
+					all = append(all, Clause{Param: name, Any: missing})
+				default:
+					// Any component missing; a clause of its own would
+					// exclude the other searched types.
+					for _, m := range withTypes(missing, tp.types) {
+						terms = append(terms, []Match{m})
+					}
 				}
 				continue
 			}
@@ -465,22 +474,27 @@ func (ps *parser) conjoinedTerms(p *Param, name, mod, raw string) (terms [][]Mat
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, v := range vals {
-		if mod == "missing" {
+	if mod == "missing" {
+		var sawTrue, sawFalse bool
+		for _, v := range vals {
 			if v != "true" && v != "false" {
 				return nil, nil, errf(name, ":missing takes true or false, not "+quote(v))
 			}
-			var t []Match
-			for _, q := range p.Conjoined {
-				t = append(t, Match{Op: OpMissing, Param: q.Code, Missing: v == "true"})
-			}
-			if v == "true" {
-				missing = append(missing, t...)
-			} else {
-				terms = append(terms, t)
-			}
-			continue
+			sawTrue, sawFalse = sawTrue || v == "true", sawFalse || v == "false"
 		}
+		if sawTrue && sawFalse {
+			return nil, nil, nil // missing or not: every resource
+		}
+		var t []Match
+		for _, q := range p.Conjoined {
+			t = append(t, Match{Op: OpMissing, Param: q.Code, Missing: sawTrue})
+		}
+		if sawTrue {
+			return nil, t, nil
+		}
+		return [][]Match{t}, nil, nil
+	}
+	for _, v := range vals {
 		parts := splitEsc(v, '$')
 		if len(parts) != len(p.Conjoined) {
 			return nil, nil, errf(name, "composite value needs "+strconv.Itoa(len(p.Conjoined))+" components separated by $: "+quote(v))

@@ -213,6 +213,7 @@ func TestParseWhere(t *testing.T) {
 				cl("code-value-quantity", numM("value-quantity", CmpGt, 100, 100, 0), numM("value-quantity", CmpLt, 60, 60, 0))}},
 		{"composite missing", "Observation", params("code-value-quantity:missing", "true"),
 			[]Clause{cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "code", Missing: true}, Match{Op: OpMissing, Param: "value-quantity", Missing: true})}},
+		{"composite missing or present", "Observation", params("code-value-quantity:missing", "true,false"), nil},
 		{"composite present", "Observation", params("code-value-quantity:missing", "false"),
 			[]Clause{cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "code"}),
 				cl("code-value-quantity:missing", Match{Op: OpMissing, Param: "value-quantity"})}},

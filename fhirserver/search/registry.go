@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -88,7 +89,13 @@ type Registry struct {
 	byURL  map[string]*profiles.SearchParameter // for composite components
 	whole  bool                                 // reference mode: whole expressions, no shortcuts (tests, benchmarks)
 	custom map[string]profiles.SearchParameter  // by URL
+	// gen counts changes (AddCustom), so that rows extracted earlier can
+	// be told apart from rows the current parameters would give.
+	gen atomic.Uint64
 }
+
+// Generation changes whenever the parameters do.
+func (r *Registry) Generation() uint64 { return r.gen.Load() }
 
 // NewRegistry builds the registry from the R4 SearchParameters of package
 // profiles. Parameters based on Resource or DomainResource apply to every
@@ -698,6 +705,7 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 	for t, tp := range next {
 		r.types[t] = tp
 	}
+	r.gen.Add(1)
 	r.custom[sp.URL] = sp
 	r.byURL[sp.URL] = &sp // later composites may use it as a component
 	return nil
