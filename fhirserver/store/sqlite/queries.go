@@ -37,14 +37,15 @@ const (
 			last_updated = excluded.last_updated
 		RETURNING rid`
 
-	// Index rows are replaced wholesale on every write of a resource: one
-	// single-row INSERT per row (see putRows), the sort values as one row.
+	// Index rows are replaced wholesale on every write of a resource: the
+	// keys from one JSON array, a range per INSERT, the sort values as one
+	// row (see putRows).
 	deleteKeysSQL    = `DELETE FROM search_keys WHERE rid = ?`
 	deleteDatesSQL   = `DELETE FROM search_dates WHERE rid = ?`
 	deleteNumbersSQL = `DELETE FROM search_numbers WHERE rid = ?`
 	deleteSortsSQL   = `DELETE FROM search_sort_values WHERE rid = ?`
 
-	insertKeysSQL    = `INSERT OR IGNORE INTO search_keys (key, type, rid) VALUES (?1, ?2, ?3)`
+	insertKeysSQL    = `INSERT OR IGNORE INTO search_keys (key, type, rid) SELECT value, ?2, ?3 FROM json_each(?1)`
 	insertDatesSQL   = `INSERT OR IGNORE INTO search_dates (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
 	insertNumbersSQL = `INSERT OR IGNORE INTO search_numbers (rid, param, low, high, type) VALUES (?3, ?1, ?4, ?5, ?2)`
 	insertSortsSQL   = `INSERT INTO search_sort_values (rid, vals) VALUES (?, ?)`
