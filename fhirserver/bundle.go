@@ -252,6 +252,14 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 	// before the transaction takes the writer, while other requests use it
 	// (preindex.go); otherwise all of it happens inside the transaction.
 	bodies := make([][]byte, len(entries))
+	infos := make([]*fhirjson.Info, len(entries))
+	for i, e := range entries {
+		if e.Request != nil && (e.Request.Method == http.MethodPost || e.Request.Method == http.MethodPut) && len(e.Resource) > 0 {
+			if info, err := resourceInfo(e.Resource); err == nil {
+				infos[i] = &info
+			}
+		}
+	}
 	early := newRewriter(s, nil)
 	var pre map[string]*preindexed
 	switch err := early.resolve(ctx, entries); {
@@ -297,6 +305,9 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 			ectx := ctx
 			if id := rw.assigned[p.i]; id != "" {
 				ectx = withAssignedID(ctx, id)
+			}
+			if infos[p.i] != nil {
+				ectx = withEntryInfo(ectx, *infos[p.i])
 			}
 			res := s.dispatch(ectx, r, p.method, p.rel, e, body, ct)
 			if res.status >= 400 {
@@ -391,4 +402,30 @@ func validated(ctx context.Context) context.Context {
 func isValidated(ctx context.Context) bool {
 	v, _ := ctx.Value(validatedKey{}).(bool)
 	return v
+}
+
+// resourceInfo reads the resourceType and id of a resource that passed
+// structural validation.
+func resourceInfo(body []byte) (fhirjson.Info, error) {
+	var info fhirjson.Info
+	if json.Unmarshal(body, &struct {
+		ResourceType *string `json:"resourceType"`
+		ID           *string `json:"id"`
+	}{&info.ResourceType, &info.ID}) != nil {
+		return info, outcome.New(http.StatusBadRequest, "structure", "a FHIR resource must be a JSON object")
+	}
+	return info, nil
+}
+
+type entryInfoKey struct{}
+
+// withEntryInfo carries what resourceInfo read from an entry's resource
+// (rewriting references changes neither its type nor its id).
+func withEntryInfo(ctx context.Context, info fhirjson.Info) context.Context {
+	return context.WithValue(ctx, entryInfoKey{}, info)
+}
+
+func entryInfo(ctx context.Context) (fhirjson.Info, bool) {
+	info, ok := ctx.Value(entryInfoKey{}).(fhirjson.Info)
+	return info, ok
 }

@@ -2,7 +2,6 @@ package fhirserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -115,14 +114,11 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 		return nil, fhirjson.Info{}, err
 	}
 	var info fhirjson.Info
-	if isValidated(r.Context()) {
+	if known, ok := entryInfo(r.Context()); ok {
+		info = known // read before the transaction took the writer
+	} else if isValidated(r.Context()) {
 		// An entry of a Bundle that was validated as a whole.
-		if json.Unmarshal(body, &struct {
-			ResourceType *string `json:"resourceType"`
-			ID           *string `json:"id"`
-		}{&info.ResourceType, &info.ID}) != nil {
-			err = outcome.New(http.StatusBadRequest, "structure", "a FHIR resource must be a JSON object")
-		}
+		info, err = resourceInfo(body)
 	} else {
 		info, err = check(body)
 	}
