@@ -196,6 +196,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 	if cond := r.Header.Get("If-None-Exist"); cond != "" {
 		return s.conditionalCreate(w, r, c, cond, id, body)
 	}
+	gen := s.registry.Generation()
 	wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
 	if err != nil {
 		return err
@@ -204,6 +205,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 		err = tx.Put(ctx, wr)
 	} else {
 		err = s.store.Put(ctx, wr)
+		if err == nil && gen != s.registry.Generation() {
+			err = s.reindexWritten(ctx, wr)
+		}
 	}
 	if err != nil {
 		return err

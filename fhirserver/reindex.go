@@ -16,6 +16,24 @@ import (
 // in one store transaction.
 const reindexPage = 500
 
+// reindexWritten re-extracts the rows of a version just written, whose rows
+// were extracted before a SearchParameter was activated and committed after
+// (the store's write is not where extraction happens): a $reindex started
+// in between could have passed it already. The store skips it if a newer
+// version has been written since.
+func (s *Server) reindexWritten(ctx context.Context, w store.Write) error {
+	ix, ok := s.store.(store.Indexer)
+	if !ok || w.Index == nil {
+		return nil
+	}
+	rows, err := s.indexRows(ctx, w.Type, w.Body)
+	if err != nil {
+		return err
+	}
+	_, err = ix.Reindex(ctx, []store.IndexUpdate{{Type: w.Type, ID: w.ID, Version: w.Version, Rows: rows}})
+	return err
+}
+
 // Reindex re-extracts the index rows of every current resource of the
 // given types (all types when none), so that search parameters added since
 // they were written find them. progress, when set, is called after each
