@@ -116,23 +116,18 @@ func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
 				}
 				i = end
 				mode = afterValue
-			case c == 't':
-				if !bytes.HasPrefix(b[i:], []byte("true")) {
+			case c == 't' || c == 'f' || c == 'n':
+				lit := "null"
+				switch c {
+				case 't':
+					lit = "true"
+				case 'f':
+					lit = "false"
+				}
+				if !bytes.HasPrefix(b[i:], []byte(lit)) {
 					return spans, false
 				}
-				i += 4
-				mode = afterValue
-			case c == 'f':
-				if !bytes.HasPrefix(b[i:], []byte("false")) {
-					return spans, false
-				}
-				i += 5
-				mode = afterValue
-			case c == 'n':
-				if !bytes.HasPrefix(b[i:], []byte("null")) {
-					return spans, false
-				}
-				i += 4
+				i += len(lit)
 				mode = afterValue
 			default:
 				return spans, false
