@@ -434,7 +434,8 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 }
 
 // maxConjunctive bounds the clauses one parameter occurrence may expand
-// into (see conjunctive): 2^6 for six comma values of a two-part composite.
+// into (see conjunctive): 2^6 for six comma values of a two-part
+// composite, or 64 negated system| values.
 const maxConjunctive = 64
 
 // conjunctive turns "any of single, or any of the conjunctions terms" into
@@ -445,7 +446,7 @@ func conjunctive(name string, single []Match, terms [][]Match) ([]Clause, error)
 	n := 1
 	for _, t := range terms {
 		if n *= len(t); n > maxConjunctive {
-			return nil, errf(name, "too many values for a composite parameter (at most "+strconv.Itoa(maxConjunctive)+" combinations)")
+			return nil, errf(name, "too many values to combine (at most "+strconv.Itoa(maxConjunctive)+" combinations; repeat the parameter, or search in parts)")
 		}
 	}
 	out := []Clause{{Param: name, Any: slices.Clone(single)}}
@@ -464,8 +465,8 @@ func conjunctive(name string, single []Match, terms [][]Match) ([]Clause, error)
 // conjoinedTerms parses a value of a composite searched through its
 // components' own parameters (Param.Conjoined): one conjunction per comma
 // value, one match per component. ":missing=true" (some component is
-// missing) is returned as one clause of its own; ":missing=false" is the
-// conjunction of every component being present.
+// missing) is returned as the matches one of which must hold;
+// ":missing=false" is the conjunction of every component being present.
 func (ps *parser) conjoinedTerms(p *Param, name, mod, raw string) (terms [][]Match, missing []Match, err error) {
 	if !validModifier(p, mod) {
 		return nil, nil, errf(name, "modifier :"+mod+" is not valid for "+p.Type+" parameter "+p.Code)
