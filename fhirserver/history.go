@@ -2,13 +2,14 @@ package fhirserver
 
 import (
 	"bytes"
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -155,7 +156,7 @@ func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
 // writeJSONString writes s as a JSON string. Unlike json.Marshal it leaves
 // &, < and > as they are: links full of \u0026 are valid but unreadable.
 func writeJSONString(b *bytes.Buffer, s string) {
-	b.Write(appendJSONString(b.AvailableBuffer(), s))
+	b.Write(jsonquote.Append(b.AvailableBuffer(), s))
 }
 
 // pageCount reads a _count of at least least, clamped to the maximum.

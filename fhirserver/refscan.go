@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
 )
 
 // rewriteReferences replaces the string value of every member named
@@ -45,7 +47,7 @@ func rewriteReferences(res []byte, replace func(string) (string, error)) ([]byte
 			out = make([]byte, 0, len(res)+64)
 		}
 		out = append(out, res[last:sp.start]...)
-		out = appendJSONString(out, to)
+		out = jsonquote.Append(out, to)
 		last = sp.end
 	}
 	if out == nil {
@@ -288,60 +290,4 @@ func unquoteJSON(raw []byte) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-// appendJSONString appends s quoted as encoding/json does without HTML
-// escaping: invalid UTF-8 becomes U+FFFD, and U+2028 and U+2029 are
-// escaped because some JavaScript parsers take them for line ends.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

@@ -132,6 +132,37 @@ func TestTransactPanicRollsBack(t *testing.T) {
 	put(t, s, "Patient", "a", 1, ts(2))
 }
 
+// TestCreateConflictLeavesNothing: a create of a resource that exists is
+// ErrConflict without a read first (put inserts and lets uniqueness
+// refuse), and a caller that goes on and commits keeps no trace of it:
+// the resource still has its one version, with its body.
+func TestCreateConflictLeavesNothing(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	put(t, s, "Patient", "a", 1, ts(1))
+	err := s.Transact(t.Context(), func(tx store.Tx) error {
+		w := store.Write{Type: "Patient", ID: "a", Version: 1, LastUpdated: ts(2), Method: store.MethodCreate, Body: []byte(`{"resourceType":"Patient","id":"a","gender":"male"}`)}
+		if err := tx.Put(t.Context(), w); !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "current version is 1") {
+			t.Errorf("create over an existing resource: %v, want ErrConflict naming version 1", err)
+		}
+		put(t, tx, "Patient", "b", 1, ts(3))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.History(t.Context(), store.HistoryQuery{Type: "Patient", ID: "a", Count: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Versions) != 1 || page.Versions[0].Version != 1 || strings.Contains(string(page.Versions[0].Body), "male") {
+		t.Fatalf("history of Patient/a after the refused create: %+v", page.Versions)
+	}
+	if _, err := s.Read(t.Context(), "Patient", "b"); err != nil {
+		t.Fatalf("the write after the conflict: %v", err)
+	}
+}
+
 // TestReopenKeepsEverything: versions, pointers, tombstones and the schema
 // version survive Close and Open.
 func TestReopenKeepsEverything(t *testing.T) {

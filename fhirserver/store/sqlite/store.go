@@ -176,24 +176,58 @@ func (s *Store) Put(ctx context.Context, w store.Write) error {
 // put is the compare-and-swap, inside a write transaction the caller owns:
 // check the pointer, append the version, move the pointer. The write lock
 // is held from BEGIN IMMEDIATE, so nothing can change the pointer between
-// the check and the upsert.
+// the check and the move.
+//
+// A create (version 1) reads nothing first: its version row and its
+// pointer are plain INSERTs, and the uniqueness of (type, id, version) and
+// of (type, id) refuses them when the resource exists. Most writes are
+// creates, and that read was 4 % of the writer's instructions per
+// Observation (perf stat on BenchmarkPutWithRows).
 func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 	fail := func(step string, err error) error {
 		return wrapErr(ctx, fmt.Sprintf("put %s%s", writeRef(w), step), err)
 	}
-
-	current := tx.StmtContext(ctx, s.pq.current)
-	defer current.Close()
-	var cur int64
-	err := current.QueryRowContext(ctx, w.Type, w.ID).Scan(&cur)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		cur = 0
-	case err != nil:
-		return fail("", err)
+	// current is the pointer: version 0 when there is none.
+	current := func() (version, rid int64, err error) {
+		st := tx.StmtContext(ctx, s.pq.current)
+		defer st.Close()
+		err = st.QueryRowContext(ctx, w.Type, w.ID).Scan(&version, &rid)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, nil
+		}
+		if err != nil {
+			return 0, 0, fail("", err)
+		}
+		return version, rid, nil
 	}
-	if cur != w.Version-1 {
+	conflict := func(cur int64) error {
 		return fmt.Errorf("sqlite store: put %s: current version is %d: %w", writeRef(w), cur, store.ErrConflict)
+	}
+	// refused explains a failed INSERT of a create: a conflict if the
+	// resource exists, else err itself (a failed statement leaves the
+	// transaction usable).
+	refused := func(step string, err error) error {
+		cur, _, cerr := current()
+		switch {
+		case cerr != nil:
+			return errors.Join(fail(step, err), cerr)
+		case cur != 0:
+			return conflict(cur)
+		}
+		return fail(step, err)
+	}
+
+	created := w.Version == 1
+	var rid int64
+	if !created {
+		cur, r, err := current()
+		if err != nil {
+			return err
+		}
+		if cur != w.Version-1 {
+			return conflict(cur)
+		}
+		rid = r
 	}
 
 	lu := micros(w.LastUpdated)
@@ -206,6 +240,9 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 	insert := tx.StmtContext(ctx, s.pq.insert)
 	defer insert.Close()
 	res, err := insert.ExecContext(ctx, w.Type, w.ID, w.Version, lu, string(w.Method), w.Deleted, body)
+	if err != nil && created {
+		return refused(": insert version", err)
+	}
 	if err != nil {
 		return fail(": insert version", err)
 	}
@@ -214,13 +251,32 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 		return fail(": insert version", err)
 	}
 
-	upsert := tx.StmtContext(ctx, s.pq.upsert)
-	defer upsert.Close()
-	var rid int64
-	if err := upsert.QueryRowContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu).Scan(&rid); err != nil {
-		return fail(": move pointer", err)
+	if created {
+		st := tx.StmtContext(ctx, s.pq.create)
+		defer st.Close()
+		res, err := st.ExecContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu)
+		if err != nil {
+			// A pointer without its first version: the version row just
+			// added must not stay behind if the caller goes on.
+			del := tx.StmtContext(ctx, s.pq.dropVersion)
+			defer del.Close()
+			if _, derr := del.ExecContext(ctx, seq); derr != nil {
+				return errors.Join(fail(": move pointer", err), fail(": undo version", derr))
+			}
+			return refused(": move pointer", err)
+		}
+		// rid is the rowid of resources.
+		if rid, err = res.LastInsertId(); err != nil {
+			return fail(": move pointer", err)
+		}
+	} else {
+		st := tx.StmtContext(ctx, s.pq.update)
+		defer st.Close()
+		if _, err := st.ExecContext(ctx, rid, w.Version, seq, w.Deleted, lu); err != nil {
+			return fail(": move pointer", err)
+		}
 	}
-	if err := s.putRows(ctx, tx, w, rid, cur == 0); err != nil {
+	if err := s.putRows(ctx, tx, w, rid, created); err != nil {
 		return fail(": index rows", err)
 	}
 	return nil
