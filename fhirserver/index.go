@@ -1,11 +1,10 @@
 package fhirserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 )
@@ -35,24 +34,24 @@ func (s *Server) checkedRows(ctx context.Context, typ string, body []byte) (*sea
 	return s.extractRows(ctx, typ, res)
 }
 
+// decodeResource decodes a resource body as encoding/json with UseNumber
+// would (fhirjson.Decode is a faster equivalent), each call into a fresh
+// tree the caller may edit.
 func decodeResource(body []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var res map[string]any
-	if err := dec.Decode(&res); err != nil {
+	res, err := fhirjson.Decode(body)
+	if err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "the resource is not a JSON object: "+err.Error())
 	}
 	return res, nil
 }
 
 func (s *Server) extractRows(ctx context.Context, typ string, res map[string]any) (*search.Rows, error) {
-	entries, err := s.registry.Extract(ctx, typ, res)
+	rows, err := s.registry.ExtractRows(ctx, typ, res)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, outcome.New(http.StatusBadRequest, "processing", "the resource could not be indexed for search: "+err.Error())
 	}
-	rows := search.MakeRows(entries)
 	return &rows, nil
 }

@@ -8,6 +8,9 @@
 // or "_x" array when the other array is present. SetMeta writes id and meta
 // into the client's own bytes; google/fhir's Marshaller is never used (it
 // mutates its input, is slow, and would not give back the client's bytes).
+// Decode turns a body into the map[string]any tree that FHIRPath works on,
+// exactly as encoding/json with UseNumber would, in well under half the
+// time and with less than half the allocations.
 //
 // What google/fhir v0.7.4 checks, and what it leaves to the guard or does
 // not check at all:

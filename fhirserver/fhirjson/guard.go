@@ -210,8 +210,24 @@ func (s *scanner) literal(lit string) bool {
 // but google/fhir's JSON library fails on some exponents that overflow a
 // float, so those are reported here, where the location is known.
 func (s *scanner) number() bool {
-	d, start := s.data, s.pos
-	i := s.pos
+	start := s.pos
+	end, exp, problem := scanNumber(s.data, start)
+	s.pos = end
+	if problem != "" {
+		s.syntax(problem)
+		return false
+	}
+	if exp && overflows(s.data[start:end]) {
+		s.issueHere(codeValue, "number "+clip(s.data[start:end])+" is too large to process")
+	}
+	return true
+}
+
+// scanNumber checks the JSON number grammar for the number that starts at
+// d[i] (a '-' or a digit). It returns where the number ends and whether it
+// has an exponent, or, if problem is not empty, the offset of the offending
+// byte and what is wrong.
+func scanNumber(d []byte, i int) (end int, exp bool, problem string) {
 	if d[i] == '-' {
 		i++
 	}
@@ -226,24 +242,17 @@ func (s *scanner) number() bool {
 	if i < len(d) && d[i] == '0' {
 		i++
 		if i < len(d) && '0' <= d[i] && d[i] <= '9' {
-			s.pos = i
-			s.syntax("invalid number: a leading zero is not allowed")
-			return false
+			return i, false, "invalid number: a leading zero is not allowed"
 		}
 	} else if digits() == 0 {
-		s.pos = i
-		s.syntax("invalid number")
-		return false
+		return i, false, "invalid number"
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
 		if digits() == 0 {
-			s.pos = i
-			s.syntax("invalid number: expected a digit after the decimal point")
-			return false
+			return i, false, "invalid number: expected a digit after the decimal point"
 		}
 	}
-	exp := false
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		exp = true
 		i++
@@ -251,16 +260,10 @@ func (s *scanner) number() bool {
 			i++
 		}
 		if digits() == 0 {
-			s.pos = i
-			s.syntax("invalid number: expected a digit in the exponent")
-			return false
+			return i, false, "invalid number: expected a digit in the exponent"
 		}
 	}
-	s.pos = i
-	if exp && overflows(d[start:i]) {
-		s.issueHere(codeValue, "number "+clip(d[start:i])+" is too large to process")
-	}
-	return true
+	return i, exp, ""
 }
 
 // overflows mirrors where google/fhir's JSON library gives up: numbers that

@@ -132,12 +132,30 @@ func unquote(lit []byte) ([]byte, bool) {
 	if !esc {
 		return body, true
 	}
-	out := make([]byte, 0, len(body))
+	return appendUnquoted(make([]byte, 0, len(body)), body)
+}
+
+// appendUnquoted appends the decoded contents of a JSON string (without its
+// quotes) to out, as encoding/json decodes them: escapes are resolved, and
+// unpaired surrogate escapes and invalid UTF-8 bytes become U+FFFD. It
+// fails on a malformed escape; it does not check for control characters or
+// unescaped quotes.
+func appendUnquoted(out, body []byte) ([]byte, bool) {
 	for i := 0; i < len(body); {
 		c := body[i]
 		if c != '\\' {
-			out = append(out, c)
-			i++
+			if c < utf8.RuneSelf {
+				out = append(out, c)
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && size == 1 {
+				out = utf8.AppendRune(out, utf8.RuneError)
+			} else {
+				out = append(out, body[i:i+size]...)
+			}
+			i += size
 			continue
 		}
 		if i+1 >= len(body) {

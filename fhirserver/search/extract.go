@@ -39,16 +39,9 @@ func (r *Registry) AppendExtract(ctx context.Context, dst []Entry, resourceType 
 		return dst, fmt.Errorf("search: unknown resource type %q", resourceType)
 	}
 	x := extractorPool.Get().(*extractor)
-	x.ctx, x.resource, x.naive = ctx, resource, r.whole
 	defer x.release()
-	present := elementNames(resource)
-	for _, p := range tp.list {
-		if !p.Indexable() || len(p.Parts) > 0 || p.Conjoined != nil || !r.whole && !p.mayApply(present) {
-			continue
-		}
-		if err := x.param(p); err != nil {
-			return dst, err
-		}
+	if err := r.extractInto(ctx, x, tp, resource); err != nil {
+		return dst, err
 	}
 	// One copy out of the pooled scratch: Entry is large, and growing the
 	// result slice entry by entry cost more than the copy (measured).
@@ -56,6 +49,36 @@ func (r *Registry) AppendExtract(ctx context.Context, dst []Entry, resourceType 
 		return slices.Clone(x.out), nil
 	}
 	return append(dst, x.out...), nil
+}
+
+// ExtractRows is MakeRows of Extract, without copying the entries out of
+// the extractor's scratch: the rows are all a writer keeps.
+func (r *Registry) ExtractRows(ctx context.Context, resourceType string, resource map[string]any) (Rows, error) {
+	tp := r.typeParams(resourceType)
+	if tp == nil {
+		return Rows{}, fmt.Errorf("search: unknown resource type %q", resourceType)
+	}
+	x := extractorPool.Get().(*extractor)
+	defer x.release()
+	if err := r.extractInto(ctx, x, tp, resource); err != nil {
+		return Rows{}, err
+	}
+	return MakeRows(x.out), nil
+}
+
+// extractInto evaluates the parameters of tp on resource into x.out.
+func (r *Registry) extractInto(ctx context.Context, x *extractor, tp *typeParams, resource map[string]any) error {
+	x.ctx, x.resource, x.naive = ctx, resource, r.whole
+	present := elementNames(resource)
+	for _, p := range tp.list {
+		if !p.Indexable() || len(p.Parts) > 0 || p.Conjoined != nil || !r.whole && !p.mayApply(present) {
+			continue
+		}
+		if err := x.param(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // extractorPool recycles the scratch buffers of Extract.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -49,8 +50,15 @@ func FuzzExtract(f *testing.F) {
 		timer := time.AfterFunc(10*time.Second, func() { panic(fmt.Sprintf("Extract hangs on %s %q", typ, data)) })
 		defer timer.Stop()
 		es, err := r.Extract(context.Background(), typ, m)
+		rows, rerr := r.ExtractRows(context.Background(), typ, m)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("Extract: %v, ExtractRows: %v", err, rerr)
+		}
 		if err != nil {
 			return
+		}
+		if want := MakeRows(es); !reflect.DeepEqual(rows, want) {
+			t.Fatalf("ExtractRows %+v, MakeRows of Extract %+v", rows, want)
 		}
 		for _, e := range es {
 			if e.Param == "" || e.Kind == 0 {

@@ -53,7 +53,7 @@ func (s *Store) Rewrite(ctx context.Context, w store.Write) error {
 		return wrapErr(ctx, "rewrite: begin", err)
 	}
 	defer tx.Rollback()
-	if err := s.rewrite(ctx, tx, w); err != nil {
+	if err := s.rewrite(ctx, newWriteTx(tx), w); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -76,7 +76,7 @@ func (t *tx) Rewrite(ctx context.Context, w store.Write) error {
 // when the version is current, replaces the resource's index rows. The
 // write lock is held from BEGIN IMMEDIATE, so the version cannot stop
 // being current between the check and the rows' replacement.
-func (s *Store) rewrite(ctx context.Context, tx *sql.Tx, w store.Write) error {
+func (s *Store) rewrite(ctx context.Context, tx *writeTx, w store.Write) error {
 	ref := "rewrite " + writeRef(w)
 	var deleted bool
 	err := tx.QueryRowContext(ctx, rewriteFindSQL, w.Type, w.ID, w.Version).Scan(&deleted)

@@ -18,13 +18,10 @@ import (
 // caller's write transaction (the one that appends the version), so rows
 // and version commit or roll back together. A new resource has no rows to
 // delete.
-func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int64, created bool) error {
+func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int64, created bool) error {
 	if !created {
 		for _, del := range s.pq.delete {
-			st := tx.StmtContext(ctx, del)
-			_, err := st.ExecContext(ctx, rid)
-			st.Close()
-			if err != nil {
+			if _, err := tx.stmt(ctx, del).ExecContext(ctx, rid); err != nil {
 				return err
 			}
 		}
@@ -39,10 +36,7 @@ func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int6
 	// must not pass through JSON text.
 	rows := w.Index
 	if len(rows.Keys) > 0 {
-		st := tx.StmtContext(ctx, s.pq.insKeys)
-		_, err := st.ExecContext(ctx, keysJSON(rows.Keys), w.Type, rid)
-		st.Close()
-		if err != nil {
+		if _, err := tx.stmt(ctx, s.pq.insKeys).ExecContext(ctx, keysJSON(rows.Keys), w.Type, rid); err != nil {
 			return err
 		}
 	}
@@ -53,7 +47,7 @@ func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int6
 		for _, d := range chunk {
 			args = append(args, rid, d.Param, d.Low, d.High, w.Type)
 		}
-		if err := execRanges(ctx, tx, s.pq.insDates[len(chunk)-1], args); err != nil {
+		if _, err := tx.stmt(ctx, s.pq.insDates[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -66,7 +60,7 @@ func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int6
 			}
 			args = append(args, rid, n.Param, n.Low, n.High, w.Type)
 		}
-		if err := execRanges(ctx, tx, s.pq.insNumbers[len(chunk)-1], args); err != nil {
+		if _, err := tx.stmt(ctx, s.pq.insNumbers[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -77,16 +71,7 @@ func (s *Store) putRows(ctx context.Context, tx *sql.Tx, w store.Write, rid int6
 	if err != nil {
 		return err
 	}
-	st := tx.StmtContext(ctx, s.pq.insSorts)
-	defer st.Close()
-	_, err = st.ExecContext(ctx, rid, vals)
-	return err
-}
-
-func execRanges(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, args []any) error {
-	st := tx.StmtContext(ctx, stmt)
-	defer st.Close()
-	_, err := st.ExecContext(ctx, args...)
+	_, err = tx.stmt(ctx, s.pq.insSorts).ExecContext(ctx, rid, vals)
 	return err
 }
 
@@ -163,6 +148,7 @@ func (s *Store) Reindex(ctx context.Context, updates []store.IndexUpdate) (int, 
 		return 0, wrapErr(ctx, "reindex: begin", err)
 	}
 	defer tx.Rollback()
+	wtx := newWriteTx(tx)
 	applied := 0
 	for _, u := range updates {
 		var rid, version int64
@@ -177,7 +163,7 @@ func (s *Store) Reindex(ctx context.Context, updates []store.IndexUpdate) (int, 
 		if version != u.Version || deleted {
 			continue
 		}
-		if err := s.putRows(ctx, tx, store.Write{Type: u.Type, ID: u.ID, Index: u.Rows}, rid, false); err != nil {
+		if err := s.putRows(ctx, wtx, store.Write{Type: u.Type, ID: u.ID, Index: u.Rows}, rid, false); err != nil {
 			return 0, wrapErr(ctx, "reindex "+u.Type+"/"+u.ID, err)
 		}
 		applied++

@@ -22,7 +22,7 @@ func (s *Store) Search(ctx context.Context, q *search.Query) (*store.SearchPage,
 func (t *tx) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
 	t.mu.Lock() // a Put on another goroutine must not interleave
 	defer t.mu.Unlock()
-	return runSearch(ctx, q, &runner{tx: t.tx, tune: t.s.tune})
+	return runSearch(ctx, q, &runner{tx: t.tx.Tx, tune: t.s.tune})
 }
 
 // stmtCache keeps the prepared statements of search shapes. Values are

@@ -164,7 +164,7 @@ func (s *Store) Put(ctx context.Context, w store.Write) error {
 		return wrapErr(ctx, "put: begin", err)
 	}
 	defer tx.Rollback() // no-op after Commit
-	if err := s.put(ctx, tx, w); err != nil {
+	if err := s.put(ctx, newWriteTx(tx), w); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -183,14 +183,13 @@ func (s *Store) Put(ctx context.Context, w store.Write) error {
 // of (type, id) refuses them when the resource exists. Most writes are
 // creates, and that read was 4 % of the writer's instructions per
 // Observation (perf stat on BenchmarkPutWithRows).
-func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
+func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 	fail := func(step string, err error) error {
 		return wrapErr(ctx, fmt.Sprintf("put %s%s", writeRef(w), step), err)
 	}
 	// current is the pointer: version 0 when there is none.
 	current := func() (version, rid int64, err error) {
-		st := tx.StmtContext(ctx, s.pq.current)
-		defer st.Close()
+		st := tx.stmt(ctx, s.pq.current)
 		err = st.QueryRowContext(ctx, w.Type, w.ID).Scan(&version, &rid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, nil
@@ -237,8 +236,7 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 	if !w.Deleted {
 		body = w.Body
 	}
-	insert := tx.StmtContext(ctx, s.pq.insert)
-	defer insert.Close()
+	insert := tx.stmt(ctx, s.pq.insert)
 	res, err := insert.ExecContext(ctx, w.Type, w.ID, w.Version, lu, string(w.Method), w.Deleted, body)
 	if err != nil && created {
 		return refused(": insert version", err)
@@ -252,14 +250,12 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 	}
 
 	if created {
-		st := tx.StmtContext(ctx, s.pq.create)
-		defer st.Close()
+		st := tx.stmt(ctx, s.pq.create)
 		res, err := st.ExecContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu)
 		if err != nil {
 			// A pointer without its first version: the version row just
 			// added must not stay behind if the caller goes on.
-			del := tx.StmtContext(ctx, s.pq.dropVersion)
-			defer del.Close()
+			del := tx.stmt(ctx, s.pq.dropVersion)
 			if _, derr := del.ExecContext(ctx, seq); derr != nil {
 				return errors.Join(fail(": move pointer", err), fail(": undo version", derr))
 			}
@@ -270,8 +266,7 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 			return fail(": move pointer", err)
 		}
 	} else {
-		st := tx.StmtContext(ctx, s.pq.update)
-		defer st.Close()
+		st := tx.stmt(ctx, s.pq.update)
 		if _, err := st.ExecContext(ctx, rid, w.Version, seq, w.Deleted, lu); err != nil {
 			return fail(": move pointer", err)
 		}
@@ -280,6 +275,31 @@ func (s *Store) put(ctx context.Context, tx *sql.Tx, w store.Write) error {
 		return fail(": index rows", err)
 	}
 	return nil
+}
+
+// writeTx is a write transaction with the writer's statements bound to it
+// once each: Tx.StmtContext on every use allocated and took locks for
+// every row written. Bound statements close with the transaction.
+type writeTx struct {
+	*sql.Tx
+	mu    sync.Mutex // a store.Tx may be shared by goroutines
+	bound map[*sql.Stmt]*sql.Stmt
+}
+
+func newWriteTx(tx *sql.Tx) *writeTx {
+	return &writeTx{Tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt)}
+}
+
+// stmt is st bound to the transaction.
+func (w *writeTx) stmt(ctx context.Context, st *sql.Stmt) *sql.Stmt {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b, ok := w.bound[st]
+	if !ok {
+		b = w.StmtContext(ctx, st)
+		w.bound[st] = b
+	}
+	return b
 }
 
 func writeRef(w store.Write) string {
@@ -298,7 +318,7 @@ func (s *Store) Transact(ctx context.Context, fn func(tx store.Tx) error) error 
 		return wrapErr(ctx, "transact: begin", err)
 	}
 	defer sqlTx.Rollback() // also on panic in fn
-	t := &tx{s: s, tx: sqlTx}
+	t := &tx{s: s, tx: newWriteTx(sqlTx)}
 	if err := fn(t); err != nil {
 		return err // the contract: fn's error, as is
 	}
@@ -313,26 +333,22 @@ func (s *Store) Transact(ctx context.Context, fn func(tx store.Tx) error) error 
 // tx is store.Tx over one *sql.Tx.
 type tx struct {
 	s  *Store
-	tx *sql.Tx
+	tx *writeTx
 	// mu serialises Puts (and the commit) so that two goroutines sharing a
 	// Tx cannot interleave the check and the upsert of the CAS.
 	mu sync.Mutex
 }
 
 func (t *tx) Read(ctx context.Context, typ, id string) (*store.Version, error) {
-	st := t.tx.StmtContext(ctx, t.s.wq.read)
-	defer st.Close()
-	return read(ctx, st, typ, id)
+	return read(ctx, t.tx.stmt(ctx, t.s.wq.read), typ, id)
 }
 
 func (t *tx) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
-	st := t.tx.StmtContext(ctx, t.s.wq.vread)
-	defer st.Close()
-	return vread(ctx, st, typ, id, version)
+	return vread(ctx, t.tx.stmt(ctx, t.s.wq.vread), typ, id, version)
 }
 
 func (t *tx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
-	return history(ctx, q, &t.s.wq, t.tx)
+	return history(ctx, q, &t.s.wq, t.tx.Tx)
 }
 
 func (t *tx) Put(ctx context.Context, w store.Write) error {
