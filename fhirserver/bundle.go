@@ -22,22 +22,8 @@ import (
 // the interaction it names. A transaction runs every entry inside one store
 // transaction carried in the request context (txcontext.go).
 
-type bundleIn struct {
-	Entry []entryIn `json:"entry"`
-}
-
-type entryIn struct {
-	FullURL  string          `json:"fullUrl"`
-	Resource json.RawMessage `json:"resource"`
-	Request  *struct {
-		Method          string `json:"method"`
-		URL             string `json:"url"`
-		IfNoneMatch     string `json:"ifNoneMatch"`
-		IfModifiedSince string `json:"ifModifiedSince"`
-		IfMatch         string `json:"ifMatch"`
-		IfNoneExist     string `json:"ifNoneExist"`
-	} `json:"request"`
-}
+// entryIn is what the server reads of one entry (fhirjson.BundleEntries).
+type entryIn = fhirjson.BundleEntry
 
 // entryResult is the recorded answer to one entry.
 type entryResult struct {
@@ -71,25 +57,25 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	var in bundleIn
-	if err := json.Unmarshal(body, &in); err != nil {
+	entries, err := fhirjson.BundleEntries(body)
+	if err != nil {
 		return outcome.New(http.StatusBadRequest, "invalid", "malformed Bundle: "+err.Error())
 	}
-	if len(in.Entry) > s.cfg.MaxBundleEntries {
+	if len(entries) > s.cfg.MaxBundleEntries {
 		return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-			"the Bundle has "+strconv.Itoa(len(in.Entry))+" entries; this server takes at most "+strconv.Itoa(s.cfg.MaxBundleEntries))
+			"the Bundle has "+strconv.Itoa(len(entries))+" entries; this server takes at most "+strconv.Itoa(s.cfg.MaxBundleEntries))
 	}
 	switch info.BundleType {
 	case "transaction":
 		if err := s.authorize(r.Context(), Access{Interaction: Transaction}); err != nil {
 			return err
 		}
-		return s.transaction(w, r, c, in.Entry)
+		return s.transaction(w, r, c, entries)
 	case "batch":
 		if err := s.authorize(r.Context(), Access{Interaction: Batch}); err != nil {
 			return err
 		}
-		return s.batch(w, r, c, in.Entry)
+		return s.batch(w, r, c, entries)
 	}
 	return outcome.New(http.StatusBadRequest, "invalid",
 		"only Bundles of type batch or transaction can be posted to the base; got "+quote(info.BundleType), "Bundle.type")
@@ -407,11 +393,8 @@ func isValidated(ctx context.Context) bool {
 // resourceInfo reads the resourceType and id of a resource that passed
 // structural validation.
 func resourceInfo(body []byte) (fhirjson.Info, error) {
-	var info fhirjson.Info
-	if json.Unmarshal(body, &struct {
-		ResourceType *string `json:"resourceType"`
-		ID           *string `json:"id"`
-	}{&info.ResourceType, &info.ID}) != nil {
+	info, ok := fhirjson.ResourceInfo(body)
+	if !ok {
 		return info, outcome.New(http.StatusBadRequest, "structure", "a FHIR resource must be a JSON object")
 	}
 	return info, nil

@@ -1,7 +1,6 @@
 package fhirjson
 
 import (
-	"encoding/json"
 	"runtime"
 	"strconv"
 	"sync"
@@ -51,31 +50,87 @@ func (v *Validator) structuralBundle(body []byte) []outcome.Issue {
 }
 
 // splitBundle returns the Bundle without its entries' resources, and the
-// resources by entry index (nil where an entry has none).
-func splitBundle(body []byte) (shell []byte, resources []json.RawMessage, ok bool) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(body, &doc); err != nil {
+// resources by entry index (nil where an entry has none). body has passed
+// the guard. The shell is compact; members keep the client's order and
+// spelling (escapes in names included), and strings and numbers are copied
+// byte for byte. ok is false when entry is not an array of objects.
+func splitBundle(body []byte) (shell []byte, resources [][]byte, ok bool) {
+	var buf [8]member
+	top, ok := rootMembers(body, buf[:0])
+	if !ok {
 		return nil, nil, false
 	}
-	if _, has := doc["entry"]; !has {
+	entry := -1
+	for k := range top {
+		if string(top[k].name) == "entry" {
+			entry = k
+		}
+	}
+	if entry < 0 {
 		return body, nil, true
 	}
-	var entries []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["entry"], &entries); err != nil {
+	var elems []span
+	switch top[entry].kind {
+	case kNull: // no entries
+	case kArray:
+		if elems, ok = arrayElements(body, top[entry].start, nil); !ok {
+			return nil, nil, false
+		}
+	default:
 		return nil, nil, false
 	}
-	resources = make([]json.RawMessage, len(entries))
-	for i, e := range entries {
-		resources[i] = e["resource"]
-		delete(e, "resource")
+	resources = make([][]byte, len(elems))
+	out := make([]byte, 0, len(body)/4+64)
+	var ms []member
+	sep := byte('{')
+	for k, m := range top {
+		out = append(out, sep)
+		sep = ','
+		out = append(out, body[m.keyStart:m.keyEnd]...)
+		out = append(out, ':')
+		if k != entry || m.kind == kNull {
+			out = appendCompact(out, body[m.start:m.end])
+			continue
+		}
+		out = append(out, '[')
+		for i, el := range elems {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			switch body[el.start] {
+			case 'n':
+				out = append(out, "null"...)
+				continue
+			case '{':
+			default:
+				return nil, nil, false
+			}
+			var end int
+			if ms, end, ok = objectMembers(body, el.start, ms[:0]); !ok || end != el.end {
+				return nil, nil, false
+			}
+			esep := byte('{')
+			for _, f := range ms {
+				if string(f.name) == "resource" {
+					resources[i] = body[f.start:f.end]
+					continue
+				}
+				out = append(out, esep)
+				esep = ','
+				out = append(out, body[f.keyStart:f.keyEnd]...)
+				out = append(out, ':')
+				out = appendCompact(out, body[f.start:f.end])
+			}
+			if esep == '{' {
+				out = append(out, '{')
+			}
+			out = append(out, '}')
+		}
+		out = append(out, ']')
 	}
-	entryJSON, err := json.Marshal(entries)
-	if err != nil {
-		return nil, nil, false
+	if sep == '{' {
+		out = append(out, '{')
 	}
-	doc["entry"] = entryJSON
-	if shell, err = json.Marshal(doc); err != nil {
-		return nil, nil, false
-	}
-	return shell, resources, true
+	out = append(out, '}')
+	return out, resources, true
 }
