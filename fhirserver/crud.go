@@ -139,11 +139,15 @@ func (s *Server) now() time.Time {
 // nextWrite builds the version after prev (nil: none) of a resource, with
 // its index rows, once it passed the second validation layer.
 func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Version, body []byte, method store.Method) (store.Write, error) {
-	w, err := s.stamp(ctx, typ, id, prev, body, method)
-	if err != nil || w.Deleted {
+	pre := s.preindexedFor(ctx, typ, id, body)
+	var w store.Write
+	var err error
+	if restamped, ok := pre.restamp(s.nowFor(ctx), prev); ok {
+		w = store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method, Body: restamped}
+	} else if w, err = s.stamp(ctx, typ, id, prev, body, method); err != nil || w.Deleted {
 		return w, err
 	}
-	if rows, ok := s.preindexedRows(ctx, typ, id, body, w.LastUpdated); ok && typ != "SearchParameter" {
+	if rows, ok := pre.rowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
 		w.Index = rows
 		return w, nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 // A transaction holds the store's single writer while its entries are
@@ -28,9 +29,12 @@ import (
 // body also passed the second validation layer (one that fails is not
 // preindexed: its entry reports the failure when applied).
 type preindexed struct {
-	src  []byte // the request body the rows were extracted from
-	at   time.Time
-	rows *search.Rows
+	src []byte // the request body the rows were extracted from
+	at  time.Time
+	// withMeta is src with id, versionId 1 and lastUpdated at, as a
+	// create stores it once restamped with its own time.
+	withMeta []byte
+	rows     *search.Rows
 	// stamped are the parameters indexing meta.lastUpdated, whose rows
 	// move with the write's time; movable is false when some parameter
 	// mixes it with other values, or indexes meta.versionId (extraction
@@ -64,7 +68,7 @@ func (s *Server) stampParams(typ string) ([]string, bool) {
 // ranges of the stamped parameters moved by t's distance from p.at (both
 // are millisecond instants, so the ranges keep their width).
 func (p *preindexed) rowsAt(t time.Time) (*search.Rows, bool) {
-	if !p.movable {
+	if p == nil || !p.movable {
 		return nil, false
 	}
 	if t.Equal(p.at) {
@@ -114,16 +118,25 @@ func withPreindexed(ctx context.Context, m map[string]*preindexed) context.Conte
 	return context.WithValue(ctx, preindexKey{}, m)
 }
 
-// preindexedRows returns the rows extracted in advance for the write of
-// typ/id with body src at lastUpdated, if there are any that fit: a
-// SearchParameter activated since makes them stale.
-func (s *Server) preindexedRows(ctx context.Context, typ, id string, src []byte, at time.Time) (*search.Rows, bool) {
+// restamp is the body stamped in advance, moved to t, for a create (no
+// prev: version 1, as it was stamped); stamp does the others.
+func (p *preindexed) restamp(t time.Time, prev *store.Version) ([]byte, bool) {
+	if p == nil || prev != nil {
+		return nil, false
+	}
+	return fhirjson.Restamp(p.withMeta, t)
+}
+
+// preindexedFor returns what was prepared in advance for the write of
+// typ/id with body src, or nil if nothing fits: a SearchParameter
+// activated since makes the rows stale.
+func (s *Server) preindexedFor(ctx context.Context, typ, id string, src []byte) *preindexed {
 	m, _ := ctx.Value(preindexKey{}).(map[string]*preindexed)
 	p, ok := m[typ+"/"+id]
 	if !ok || p.gen != s.registry.Generation() || !bytes.Equal(p.src, src) {
-		return nil, false
+		return nil
 	}
-	return p.rowsAt(at)
+	return p
 }
 
 // preindexJob is one entry to extract rows for.
@@ -164,7 +177,7 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 				}
 				mu.Lock()
 				st := stamps[j.typ]
-				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
+				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, withMeta: withMeta, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
 				mu.Unlock()
 			}
 		})

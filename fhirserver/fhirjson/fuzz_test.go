@@ -110,5 +110,14 @@ func FuzzSetMeta(f *testing.F) {
 		if string(a) != string(b) {
 			t.Fatalf("content changed:\n in: %s\nout: %s", a, b)
 		}
+		// Restamp gives what SetMeta gives for the other time, byte for byte.
+		later := time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
+		want, err := SetMeta(body, "id-1", "7", later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if re, ok := Restamp(out, later); !ok || string(re) != string(want) {
+			t.Fatalf("Restamp: %s %v, SetMeta: %s", re, ok, want)
+		}
 	})
 }

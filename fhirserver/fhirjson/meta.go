@@ -1,6 +1,7 @@
 package fhirjson
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -89,6 +90,34 @@ func SetMeta(body []byte, id, versionID string, lastUpdated time.Time) ([]byte, 
 	}
 	out = append(out, '}')
 	return out, nil
+}
+
+// Restamp returns a copy of stamped, a body SetMeta returned, with
+// meta.lastUpdated set to lastUpdated: a copy and a 24-byte overwrite
+// where SetMeta scans and rebuilds the body. A transaction stamps bodies
+// before it takes the store's writer and restamps them, with the time it
+// gets there, inside. ok is false when stamped does not begin as SetMeta
+// writes it.
+func Restamp(stamped []byte, lastUpdated time.Time) ([]byte, bool) {
+	if y := lastUpdated.UTC().Year(); y < 1 || y > 9999 {
+		return nil, false
+	}
+	// SetMeta writes resourceType (a JSON string, which cannot hold an
+	// unescaped quote), id and versionId (FHIR ids) before lastUpdated:
+	// the first occurrence of the member is the one it wrote.
+	const name = `","lastUpdated":"`
+	i := bytes.Index(stamped, []byte(name))
+	if i < 0 || !bytes.HasPrefix(stamped, []byte(`{"resourceType":"`)) {
+		return nil, false
+	}
+	at := i + len(name)
+	if len(stamped) < at+len(lastUpdatedLayout)+1 || stamped[at+len(lastUpdatedLayout)] != '"' {
+		return nil, false
+	}
+	var ts [len(lastUpdatedLayout)]byte
+	out := bytes.Clone(stamped)
+	copy(out[at:], lastUpdated.UTC().AppendFormat(ts[:0], lastUpdatedLayout))
+	return out, true
 }
 
 func appendMember(out, data []byte, m member) []byte {

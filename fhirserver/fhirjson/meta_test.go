@@ -128,3 +128,36 @@ func TestSetMetaErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRestamp: a body SetMeta made is moved to another time in place; a
+// body it did not make, or a time outside 0001-9999, is refused.
+func TestRestamp(t *testing.T) {
+	t1 := time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)
+	t2 := time.Date(2026, 3, 1, 9, 30, 1, 250e6, time.FixedZone("CET", 3600))
+	stamped, err := SetMeta([]byte(`{"resourceType":"Observation","meta":{"lastUpdated":"2020-01-01T00:00:00Z","tag":[{"code":"x"}]},"status":"final"}`), "o1", "1", t1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := Restamp(stamped, t2)
+	want := `{"resourceType":"Observation","id":"o1","meta":{"versionId":"1","lastUpdated":"2026-03-01T08:30:01.250Z","tag":[{"code":"x"}]},"status":"final"}`
+	if !ok || string(got) != want {
+		t.Fatalf("Restamp = %s %v, want %s", got, ok, want)
+	}
+	if string(stamped) == string(got) {
+		t.Fatal("Restamp changed its input")
+	}
+	for _, tt := range []struct {
+		name string
+		body string
+		at   time.Time
+	}{
+		{"not SetMeta's", `{"status":"final","resourceType":"Observation","meta":{"lastUpdated":"2026-03-01T09:30:00.000Z"}}`, t2},
+		{"no lastUpdated", `{"resourceType":"Observation","id":"o1"}`, t2},
+		{"short timestamp", `{"resourceType":"Observation","id":"o1","meta":{"versionId":"1","lastUpdated":"2026"}}`, t2},
+		{"year 10000", string(stamped), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		if got, ok := Restamp([]byte(tt.body), tt.at); ok {
+			t.Errorf("%s: Restamp = %s, want refusal", tt.name, got)
+		}
+	}
+}
