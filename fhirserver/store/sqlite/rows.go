@@ -21,7 +21,7 @@ import (
 func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int64, created bool) error {
 	if !created {
 		for _, del := range s.pq.delete {
-			if _, err := tx.stmt(ctx, del).ExecContext(ctx, rid); err != nil {
+			if _, err := tx.stmt(del).ExecContext(ctx, rid); err != nil {
 				return err
 			}
 		}
@@ -36,7 +36,7 @@ func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int
 	// must not pass through JSON text.
 	rows := w.Index
 	if len(rows.Keys) > 0 {
-		if _, err := tx.stmt(ctx, s.pq.insKeys).ExecContext(ctx, keysJSON(rows.Keys), w.Type, rid); err != nil {
+		if _, err := tx.stmt(s.pq.insKeys).ExecContext(ctx, keysJSON(rows.Keys), w.Type, rid); err != nil {
 			return err
 		}
 	}
@@ -47,7 +47,7 @@ func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int
 		for _, d := range chunk {
 			args = append(args, rid, d.Param, d.Low, d.High, w.Type)
 		}
-		if _, err := tx.stmt(ctx, s.pq.insDates[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.stmt(s.pq.insDates[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -60,7 +60,7 @@ func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int
 			}
 			args = append(args, rid, n.Param, n.Low, n.High, w.Type)
 		}
-		if _, err := tx.stmt(ctx, s.pq.insNumbers[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.stmt(s.pq.insNumbers[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
 			return err
 		}
 	}
@@ -71,7 +71,7 @@ func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int
 	if err != nil {
 		return err
 	}
-	_, err = tx.stmt(ctx, s.pq.insSorts).ExecContext(ctx, rid, vals)
+	_, err = tx.stmt(s.pq.insSorts).ExecContext(ctx, rid, vals)
 	return err
 }
 

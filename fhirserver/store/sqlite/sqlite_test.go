@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
@@ -160,6 +162,85 @@ func TestCreateConflictLeavesNothing(t *testing.T) {
 	}
 	if _, err := s.Read(t.Context(), "Patient", "b"); err != nil {
 		t.Fatalf("the write after the conflict: %v", err)
+	}
+}
+
+// TestTxCallAfterCancelledContext: a call whose context is done fails
+// alone; the transaction's later calls, with live contexts, still work
+// (statements are bound to the transaction once, not under that context).
+func TestTxCallAfterCancelledContext(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	err := s.Transact(t.Context(), func(tx store.Tx) error {
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		w := store.Write{Type: "Patient", ID: "a", Version: 1, LastUpdated: ts(1), Method: store.MethodCreate, Body: []byte(`{"resourceType":"Patient","id":"a"}`)}
+		if err := tx.Put(done, w); !errors.Is(err, context.Canceled) {
+			t.Errorf("Put under a cancelled context: %v, want context.Canceled", err)
+		}
+		if _, err := tx.Read(done, "Patient", "a"); !errors.Is(err, context.Canceled) {
+			t.Errorf("Read under a cancelled context: %v, want context.Canceled", err)
+		}
+		if err := tx.Put(t.Context(), w); err != nil {
+			t.Errorf("Put after the cancelled one: %v", err)
+		}
+		if _, err := tx.Read(t.Context(), "Patient", "a"); err != nil {
+			t.Errorf("Read after the cancelled one: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTxSharedByGoroutines: goroutines sharing one Tx (reads, and writes
+// with several range rows) each get their own answers: the Tx serialises
+// them on its one connection.
+func TestTxSharedByGoroutines(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	for i := range 10 {
+		put(t, s, "Patient", fmt.Sprint("p", i), 1, ts(1))
+	}
+	err := s.Transact(t.Context(), func(tx store.Tx) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, 100)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := range 50 {
+					id := fmt.Sprint("p", (i+g)%10)
+					v, err := tx.Read(t.Context(), "Patient", id)
+					if err != nil || v.ID != id || !strings.Contains(string(v.Body), `"`+id+`"`) {
+						errs <- fmt.Errorf("goroutine %d: Read %s: %v %v", g, id, v, err)
+						return
+					}
+					if g == 0 && i < 20 {
+						nid := fmt.Sprint("n", i)
+						w := store.Write{Type: "Patient", ID: nid, Version: 1, LastUpdated: ts(2), Method: store.MethodCreate,
+							Body:  fmt.Appendf(nil, `{"resourceType":"Patient","id":%q}`, nid),
+							Index: &search.Rows{Keys: []string{"k\x1f" + nid}, Dates: []search.DateRow{{Param: "d", Low: 1, High: 2}, {Param: "d", Low: 3, High: 4}, {Param: "d", Low: 5, High: 6}, {Param: "d", Low: 7, High: 8}, {Param: "d", Low: 9, High: 10}}}}
+						if err := tx.Put(t.Context(), w); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := s.writer.QueryRowContext(t.Context(), `SELECT count(*) FROM search_dates`).Scan(&n); err != nil || n != 100 {
+		t.Fatalf("date rows: %d %v, want 100 (20 resources × 5)", n, err)
 	}
 }
 

@@ -189,7 +189,7 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 	}
 	// current is the pointer: version 0 when there is none.
 	current := func() (version, rid int64, err error) {
-		st := tx.stmt(ctx, s.pq.current)
+		st := tx.stmt(s.pq.current)
 		err = st.QueryRowContext(ctx, w.Type, w.ID).Scan(&version, &rid)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, nil
@@ -206,6 +206,9 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 	// resource exists, else err itself (a failed statement leaves the
 	// transaction usable).
 	refused := func(step string, err error) error {
+		if ctx.Err() != nil {
+			return fail(step, err)
+		}
 		cur, _, cerr := current()
 		switch {
 		case cerr != nil:
@@ -236,7 +239,7 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 	if !w.Deleted {
 		body = w.Body
 	}
-	insert := tx.stmt(ctx, s.pq.insert)
+	insert := tx.stmt(s.pq.insert)
 	res, err := insert.ExecContext(ctx, w.Type, w.ID, w.Version, lu, string(w.Method), w.Deleted, body)
 	if err != nil && created {
 		return refused(": insert version", err)
@@ -250,12 +253,12 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 	}
 
 	if created {
-		st := tx.stmt(ctx, s.pq.create)
+		st := tx.stmt(s.pq.create)
 		res, err := st.ExecContext(ctx, w.Type, w.ID, w.Version, seq, w.Deleted, lu)
 		if err != nil {
 			// A pointer without its first version: the version row just
 			// added must not stay behind if the caller goes on.
-			del := tx.stmt(ctx, s.pq.dropVersion)
+			del := tx.stmt(s.pq.dropVersion)
 			if _, derr := del.ExecContext(ctx, seq); derr != nil {
 				return errors.Join(fail(": move pointer", err), fail(": undo version", derr))
 			}
@@ -266,7 +269,7 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 			return fail(": move pointer", err)
 		}
 	} else {
-		st := tx.stmt(ctx, s.pq.update)
+		st := tx.stmt(s.pq.update)
 		if _, err := st.ExecContext(ctx, rid, w.Version, seq, w.Deleted, lu); err != nil {
 			return fail(": move pointer", err)
 		}
@@ -279,10 +282,10 @@ func (s *Store) put(ctx context.Context, tx *writeTx, w store.Write) error {
 
 // writeTx is a write transaction with the writer's statements bound to it
 // once each: Tx.StmtContext on every use allocated and took locks for
-// every row written. Bound statements close with the transaction.
+// every row written. Bound statements close with the transaction. Not
+// safe for concurrent use (tx serialises the goroutines sharing it).
 type writeTx struct {
 	*sql.Tx
-	mu    sync.Mutex // a store.Tx may be shared by goroutines
 	bound map[*sql.Stmt]*sql.Stmt
 }
 
@@ -290,13 +293,14 @@ func newWriteTx(tx *sql.Tx) *writeTx {
 	return &writeTx{Tx: tx, bound: make(map[*sql.Stmt]*sql.Stmt)}
 }
 
-// stmt is st bound to the transaction.
-func (w *writeTx) stmt(ctx context.Context, st *sql.Stmt) *sql.Stmt {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// stmt is st bound to the transaction. Binding ignores the caller's
+// context on purpose: the statement is kept for the calls after this one,
+// and one bound under a context already done would carry its error to
+// all of them. Each execution takes its own context.
+func (w *writeTx) stmt(st *sql.Stmt) *sql.Stmt {
 	b, ok := w.bound[st]
 	if !ok {
-		b = w.StmtContext(ctx, st)
+		b = w.StmtContext(context.Background(), st)
 		w.bound[st] = b
 	}
 	return b
@@ -334,20 +338,27 @@ func (s *Store) Transact(ctx context.Context, fn func(tx store.Tx) error) error 
 type tx struct {
 	s  *Store
 	tx *writeTx
-	// mu serialises Puts (and the commit) so that two goroutines sharing a
-	// Tx cannot interleave the check and the upsert of the CAS.
+	// mu serialises every call (and the commit): goroutines sharing a Tx
+	// share one connection and its statements, and must not interleave
+	// the check and the move of a Put's compare-and-swap.
 	mu sync.Mutex
 }
 
 func (t *tx) Read(ctx context.Context, typ, id string) (*store.Version, error) {
-	return read(ctx, t.tx.stmt(ctx, t.s.wq.read), typ, id)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return read(ctx, t.tx.stmt(t.s.wq.read), typ, id)
 }
 
 func (t *tx) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
-	return vread(ctx, t.tx.stmt(ctx, t.s.wq.vread), typ, id, version)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return vread(ctx, t.tx.stmt(t.s.wq.vread), typ, id, version)
 }
 
 func (t *tx) History(ctx context.Context, q store.HistoryQuery) (*store.HistoryPage, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return history(ctx, q, &t.s.wq, t.tx.Tx)
 }
 
