@@ -203,22 +203,13 @@ func (d *decoder) object() (map[string]any, bool) {
 			return nil, false
 		}
 		d.members = append(d.members, pendingMember{key, val})
-		d.skipWS()
-		if d.pos >= len(d.data) {
-			d.syntax("unexpected end of input inside an object")
+		more, ok := d.separator('}', "an object", "an object member")
+		if !ok {
 			return nil, false
 		}
-		if d.data[d.pos] == ',' {
-			d.pos++
-			d.skipWS()
-			continue
-		}
-		if d.data[d.pos] == '}' {
-			d.pos++
+		if !more {
 			break
 		}
-		d.syntax("expected ',' or '}' after an object member")
-		return nil, false
 	}
 	ms := d.members[frame:]
 	m := make(map[string]any, len(ms))
@@ -249,22 +240,13 @@ func (d *decoder) array() ([]any, bool) {
 			return nil, false
 		}
 		d.elems = append(d.elems, val)
-		d.skipWS()
-		if d.pos >= len(d.data) {
-			d.syntax("unexpected end of input inside an array")
+		more, ok := d.separator(']', "an array", "an array element")
+		if !ok {
 			return nil, false
 		}
-		if d.data[d.pos] == ',' {
-			d.pos++
-			d.skipWS()
-			continue
-		}
-		if d.data[d.pos] == ']' {
-			d.pos++
+		if !more {
 			break
 		}
-		d.syntax("expected ',' or ']' after an array element")
-		return nil, false
 	}
 	es := d.elems[frame:]
 	a := make([]any, len(es))
@@ -273,6 +255,27 @@ func (d *decoder) array() ([]any, bool) {
 	d.elems = d.elems[:frame]
 	d.depth--
 	return a, true
+}
+
+// separator reads what follows a member or an element: a ',' (more
+// follow) or the closing byte; anything else is an error, recorded.
+func (d *decoder) separator(closing byte, inside, after string) (more, ok bool) {
+	d.skipWS()
+	if d.pos >= len(d.data) {
+		d.syntax("unexpected end of input inside " + inside)
+		return false, false
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		d.skipWS()
+		return true, true
+	case closing:
+		d.pos++
+		return false, true
+	}
+	d.syntax("expected ',' or '" + string(closing) + "' after " + after)
+	return false, false
 }
 
 // str decodes the string at d.pos. Plain ASCII without escapes, the normal
