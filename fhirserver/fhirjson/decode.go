@@ -278,65 +278,65 @@ func (d *decoder) separator(closing byte, inside, after string) (more, ok bool) 
 	return false, false
 }
 
-// str decodes the string at d.pos. Plain ASCII without escapes, the normal
-// case, is converted directly; short ones are taken from the cache when
-// they were seen before.
-func (d *decoder) str() (string, bool) {
+// plainString scans the string at d.pos. Plain ASCII without escapes,
+// the normal case, comes back as its bytes and their cache hash, with
+// d.pos past it. Otherwise rest is where strSlow takes over, or -1 for an
+// unterminated string (recorded).
+func (d *decoder) plainString() (b []byte, h uint32, rest int) {
 	data := d.data
 	start := d.pos + 1
-	var h uint32
 	for i := start; i < len(data); i++ {
 		c := data[i]
 		if c == '"' {
 			d.pos = i + 1
-			b := data[start:i]
-			if len(b) > maxCached {
-				return string(b), true
-			}
-			e := &d.keys[cacheSlot(h, len(b))]
-			if *e != string(b) {
-				*e = string(b)
-			}
-			return *e, true
+			return data[start:i], h, 0
 		}
 		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			return d.strSlow(start, i)
+			return nil, 0, i
 		}
 		h = h*31 + uint32(c)
 	}
 	d.pos = len(data)
 	d.syntax("unterminated string")
-	return "", false
+	return nil, 0, -1
+}
+
+// str decodes the string at d.pos; short plain ones are taken from the
+// cache when they were seen before.
+func (d *decoder) str() (string, bool) {
+	b, h, rest := d.plainString()
+	switch {
+	case rest < 0:
+		return "", false
+	case rest > 0:
+		return d.strSlow(d.pos+1, rest)
+	case len(b) > maxCached:
+		return string(b), true
+	}
+	e := &d.keys[cacheSlot(h, len(b))]
+	if *e != string(b) {
+		*e = string(b)
+	}
+	return *e, true
 }
 
 // strValue is str for a member value or array element, with the cache
 // holding the boxed string, so that a repeated value costs no allocation.
 func (d *decoder) strValue() (any, bool) {
-	data := d.data
-	start := d.pos + 1
-	var h uint32
-	for i := start; i < len(data); i++ {
-		c := data[i]
-		if c == '"' {
-			d.pos = i + 1
-			b := data[start:i]
-			if len(b) > maxCached {
-				return string(b), true
-			}
-			e := &d.values[cacheSlot(h, len(b))]
-			if s, ok := (*e).(string); !ok || s != string(b) {
-				*e = string(b)
-			}
-			return *e, true
-		}
-		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-			return d.strSlow(start, i)
-		}
-		h = h*31 + uint32(c)
+	b, h, rest := d.plainString()
+	switch {
+	case rest < 0:
+		return "", false
+	case rest > 0:
+		return d.strSlow(d.pos+1, rest)
+	case len(b) > maxCached:
+		return string(b), true
 	}
-	d.pos = len(data)
-	d.syntax("unterminated string")
-	return "", false
+	e := &d.values[cacheSlot(h, len(b))]
+	if s, ok := (*e).(string); !ok || s != string(b) {
+		*e = string(b)
+	}
+	return *e, true
 }
 
 // maxCached is the longest string the caches hold: element names, codes,
