@@ -27,11 +27,16 @@ func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*cri
 	if err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search criteria: "+err.Error())
 	}
-	for _, k := range []string{"_format", "_pretty"} {
-		params.Del(k)
+	// Only filters select: the result parameters (_count, _sort, …) would
+	// leave criteria that match every resource of the type, and in the
+	// lock key they would let the same filters take two locks.
+	for k := range params {
+		if k == "_format" || k == "_pretty" || search.IsResultParam(k) {
+			params.Del(k)
+		}
 	}
 	if len(params) == 0 {
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "a conditional interaction needs search criteria")
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "a conditional interaction needs search criteria: filtering parameters, not only result parameters such as _count or _sort")
 	}
 	p, err := s.registry.Parse([]string{typ}, params, s.parseOptions(true))
 	if err != nil {

@@ -297,6 +297,34 @@ func TestConditionalDelete(t *testing.T) {
 	}
 }
 
+// Result parameters select nothing: criteria made only of them are no
+// criteria (a 400, never a match on every resource of the type), and
+// beside filters they change nothing.
+func TestConditionalResultParametersAreNotCriteria(t *testing.T) {
+	h := newHarness(t, func(c *fhirserver.Config) { c.MaxConditionalDeletes = 10 })
+	needsTransactions(t, h)
+	a := h.create(t, "Patient", patientWith("crp-1", "A"))
+	b := h.create(t, "Patient", patientWith("crp-2", "B"))
+	for _, q := range []string{"_count=1", "_sort=_id", "_summary=count", "_elements=id", "_total=accurate", "_include=Patient:general-practitioner", "_revinclude:iterate=Observation:subject", "_count=1&_format=json"} {
+		expectOutcome(t, h.do("DELETE", "/Patient?"+q, nil), http.StatusBadRequest, "criteria")
+		expectOutcome(t, h.do("PUT", "/Patient?"+q, patientWith("crp-x", "X")), http.StatusBadRequest, "criteria")
+		expectOutcome(t, h.do("POST", "/Patient", patientWith("crp-y", "Y"), "If-None-Exist", q), http.StatusBadRequest, "criteria")
+	}
+	for _, id := range []string{a, b} {
+		if r := h.do("GET", "/Patient/"+id, nil); r.status != http.StatusOK {
+			t.Errorf("Patient/%s after the refused conditional deletes: %d", id, r.status)
+		}
+	}
+	if got := h.matchIDs(t, "Patient", "identifier="+url.QueryEscape(testSystem+"|crp-x")+","+url.QueryEscape(testSystem+"|crp-y")); len(got) != 0 {
+		t.Errorf("refused conditional writes created %v", got)
+	}
+	// Beside a filter, _count does not make the one match a 412.
+	r := h.do("POST", "/Patient", patientWith("crp-1", "Again"), "If-None-Exist", identQuery("crp-1")+"&_count=5")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), a) {
+		t.Errorf("If-None-Exist with a filter and _count: %d %.200s, want 200 with Patient/%s", r.status, r.body, a)
+	}
+}
+
 func TestConditionalDeleteMultiple(t *testing.T) {
 	h := newHarness(t, func(c *fhirserver.Config) { c.MaxConditionalDeletes = 10 })
 	needsTransactions(t, h)

@@ -12,6 +12,13 @@ import (
 
 // The result parameters shape the page rather than select resources.
 
+// IsResultParam says whether the parameter named name (with or without a
+// modifier) shapes a search's page rather than selecting resources.
+func IsResultParam(name string) bool {
+	base, _, _ := strings.Cut(name, ":")
+	return isResultParam(base)
+}
+
 func isResultParam(base string) bool {
 	switch base {
 	case "_count", "_sort", "_include", "_revinclude", "_summary", "_elements", "_total":
