@@ -755,3 +755,39 @@ func TestSearchSeesCurrentVersionsOnly(t *testing.T) {
 	inc := h.search(t, "/Observation?_id=upd-obs&_include=Observation:subject")
 	expectIDs(t, "_include of a deleted resource", inc.included, nil)
 }
+
+// :text is a string search on CodeableConcept.text and on each
+// Coding.display, each on its own (R4 search.html, token :text: "either in
+// the text, or a display"); a concept with only a text is present for
+// :missing.
+func TestSearchTokenTextAndDisplay(t *testing.T) {
+	h := newHarness(t)
+	condition := func(code string) []byte {
+		return []byte(`{"resourceType":"Condition","subject":{"reference":"Patient/x"},"code":` + code + `}`)
+	}
+	textOnly := h.create(t, "Condition", condition(`{"text":"Headache"}`))
+	both := h.create(t, "Condition", condition(`{"coding":[{"system":"http://snomed.info/sct","code":"25064002","display":"Headache"}],"text":"Pain in head"}`))
+	display := h.create(t, "Condition", condition(`{"coding":[{"system":"http://snomed.info/sct","code":"25064002","display":"Headache"}]}`))
+	none := h.create(t, "Condition", []byte(`{"resourceType":"Condition","subject":{"reference":"Patient/x"}}`))
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"code:text=headache", []string{textOnly, both, display}},
+		{"code:text=pain", []string{both}},
+		{"code:text=head", []string{textOnly, both, display}},
+		{"code:text=in%20head", nil},
+		{"code:missing=true", []string{none}},
+		{"code:missing=false", []string{textOnly, both, display}},
+	} {
+		got := h.matchIDs(t, "Condition", tt.query)
+		if !sameIDs(got, tt.want) {
+			t.Errorf("Condition?%s = %v, want %v", tt.query, got, tt.want)
+		}
+	}
+}
+
+// sameIDs says whether got and want hold the same ids, in any order.
+func sameIDs(got, want []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
+}

@@ -441,19 +441,19 @@ func tokenEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 	switch typ {
 	case "Coding":
 		m := obj(v)
-		if c := codingEntry(code, m, ""); c.Code != "" || c.System != "" {
+		if c := codingEntry(code, m); c.Code != "" || c.System != "" {
 			out = append(out, c)
 		}
 	case "CodeableConcept":
 		m := obj(v)
-		text := str(m, "text")
 		for _, c := range list(m, "coding") {
-			if e := codingEntry(code, c, text); e.Code != "" || e.System != "" {
+			if e := codingEntry(code, c); e.Code != "" || e.System != "" {
 				out = append(out, e)
 			}
 		}
-		if text != "" && len(out) == 0 {
-			// Text only: no equality keys, but :text still finds it.
+		if text := str(m, "text"); text != "" {
+			// An entry of its own: :text matches the text or any display,
+			// each as a string search of its own. No equality keys.
 			out = append(out, Entry{Param: code, Kind: KindToken, Text: text})
 		}
 	case "Identifier":
@@ -486,16 +486,8 @@ func tokenEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 	return out
 }
 
-func codingEntry(code string, m map[string]any, text string) Entry {
-	e := Entry{Param: code, Kind: KindToken, System: str(m, "system"), Code: str(m, "code"), Text: str(m, "display")}
-	if text != "" {
-		if e.Text == "" {
-			e.Text = text
-		} else {
-			e.Text = text + " " + e.Text // :text matches either
-		}
-	}
-	return e
+func codingEntry(code string, m map[string]any) Entry {
+	return Entry{Param: code, Kind: KindToken, System: str(m, "system"), Code: str(m, "code"), Text: str(m, "display")}
 }
 
 func uriEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {

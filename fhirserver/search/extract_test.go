@@ -102,7 +102,9 @@ func TestExtractToken(t *testing.T) {
 		{"Coding", `{"resourceType":"Patient","meta":{"tag":[{"system":"http://s","code":"c","display":"Cee"},{"code":"nosys"}]}}`, "_tag",
 			[]tok{{"http://s", "c", "Cee"}, {"", "nosys", ""}}},
 		{"CodeableConcept", `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"1-8","display":"Acyclovir"},{"system":"http://snomed.info/sct","code":"123"}],"text":"Acyclovir level"}}`, "code",
-			[]tok{{"http://loinc.org", "1-8", "Acyclovir level Acyclovir"}, {"http://snomed.info/sct", "123", "Acyclovir level"}}},
+			// The text is an entry of its own, so that :text matches the text
+			// and each display as separate strings.
+			[]tok{{"http://loinc.org", "1-8", "Acyclovir"}, {"http://snomed.info/sct", "123", ""}, {"", "", "Acyclovir level"}}},
 		{"CodeableConcept text only", `{"resourceType":"Condition","subject":{"reference":"Patient/1"},"code":{"text":"headache"}}`, "code",
 			[]tok{{"", "", "headache"}}},
 		{"Identifier", `{"resourceType":"Patient","identifier":[{"system":"http://mrn","value":"123","type":{"coding":[{"system":"http://v2","code":"MR"}],"text":"MRN"}},{"value":"nosys"}]}`, "identifier",
@@ -414,8 +416,8 @@ func TestExtractFixtures(t *testing.T) {
 			"identifier:of-type\x1fhttp://terminology.hl7.org/CodeSystem/v2-0203|MR|12345", "identifier:text\x1fmedical record number"}},
 		{pat, "organization", []string{"organization\x1fOrganization/org-1", "organization\x1fOrganization/org-1/_history/3",
 			"organization\x1fhttps://example.org/fhir/Organization/org-1"}},
-		{obs, "code", []string{"code\x1f29463-7", "code\x1fhttp://loinc.org|29463-7", "code:text\x1fweight body weight",
-			"code\x1f27113001", "code\x1fhttp://snomed.info/sct|27113001", "code:text\x1fweight body weight"}},
+		{obs, "code", []string{"code\x1f29463-7", "code\x1fhttp://loinc.org|29463-7", "code:text\x1fbody weight",
+			"code\x1f27113001", "code\x1fhttp://snomed.info/sct|27113001", "code:text\x1fbody weight", "code:text\x1fweight"}},
 		{obs, "subject", []string{"subject\x1fPatient/pat-1"}},
 		{obs, "patient", []string{"patient\x1fPatient/pat-1"}},
 	}

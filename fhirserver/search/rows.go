@@ -79,7 +79,11 @@ func MakeRows(entries []Entry) Rows {
 			v := keyValue(e.Param, e.Str)
 			widen(s, v, v)
 		case KindToken:
-			widen(s, e.Code, e.Code)
+			// A text alone (CodeableConcept.text) makes the parameter
+			// present but has no code to sort by.
+			if e.Code != "" || e.System != "" {
+				widen(s, e.Code, e.Code)
+			}
 		case KindReference:
 			v := e.URL
 			if e.RefType != "" && e.RefID != "" {
