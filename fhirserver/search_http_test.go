@@ -791,3 +791,37 @@ func TestSearchTokenTextAndDisplay(t *testing.T) {
 func sameIDs(got, want []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
 }
+
+// A Quantity's comparator is a range open on one side, and < and > leave
+// the value itself out (R4 search.html, prefixes against a target
+// range): "<100" is never ge100 and always ends before 100.
+func TestSearchQuantityComparators(t *testing.T) {
+	h := newHarness(t)
+	obs := func(comparator string) string {
+		return h.create(t, "Observation", []byte(`{"resourceType":"Observation","status":"final","code":{"text":"dose"},"valueQuantity":{"value":100,"comparator":"`+
+			comparator+`","system":"http://unitsofmeasure.org","code":"mg"}}`))
+	}
+	below, above, atMost, atLeast := obs("<"), obs(">"), obs("<="), obs(">=")
+	for _, tt := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"ge", []string{above, atMost, atLeast}},
+		{"le", []string{below, atMost, atLeast}},
+		{"gt", []string{above, atLeast}},
+		{"lt", []string{below, atMost}},
+		{"sa", []string{above}},
+		{"eb", []string{below}},
+	} {
+		for _, unit := range []string{"|http://unitsofmeasure.org|mg", ""} {
+			q := "value-quantity=" + tt.prefix + "100" + url.QueryEscape(unit)
+			if got := h.matchIDs(t, "Observation", q); !sameIDs(got, tt.want) {
+				t.Errorf("Observation?%s = %v, want %v (<%s >%s <=%s >=%s)", q, got, tt.want, below, above, atMost, atLeast)
+			}
+		}
+	}
+	// 0.1 g is 100 mg: the canonical UCUM rows keep the open bound too.
+	if got := h.matchIDs(t, "Observation", "value-quantity=ge0.1"+url.QueryEscape("|http://unitsofmeasure.org|g")); !sameIDs(got, []string{above, atMost, atLeast}) {
+		t.Errorf("ge0.1 g = %v, want %v", got, []string{above, atMost, atLeast})
+	}
+}

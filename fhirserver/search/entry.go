@@ -80,6 +80,9 @@ type Entry struct {
 	// values NumLow == NumHigh == Value. A nil bound is open (a Range
 	// without low or high).
 	Value, NumLow, NumHigh *big.Rat
+	// Strict: a Quantity's comparator is < or >, so the bound it leaves
+	// (NumHigh of "<", NumLow of ">") excludes Value itself.
+	Strict bool
 	// Quantity: Unit is the human unit text; the Canon fields are the value
 	// and range in canonical UCUM base units when the unit is UCUM and
 	// convertible (5 mg and 0.005 g have equal CanonValue and CanonUnit).

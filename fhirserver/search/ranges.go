@@ -231,7 +231,8 @@ func numLit(x any) (string, bool) {
 }
 
 // quantityEntry converts a Quantity: its value with the implicit
-// precision range (a comparator opens one side: "<5" is (-∞, 5]), the
+// precision range (a comparator opens one side: "<=5" is (-∞, 5], "<5"
+// is (-∞, 5) and so never ge5 and always eb5), the
 // unit system and code, and the canonical UCUM form when convertible.
 func quantityEntry(code string, m map[string]any) (Entry, bool) {
 	lit, ok := numLit(m["value"])
@@ -242,11 +243,11 @@ func quantityEntry(code string, m map[string]any) (Entry, bool) {
 	if e.Value, e.NumLow, e.NumHigh, ok = precisionRange(lit); !ok {
 		return Entry{}, false
 	}
-	switch str(m, "comparator") {
+	switch c := str(m, "comparator"); c {
 	case "<", "<=":
-		e.NumLow, e.NumHigh = nil, e.Value
+		e.NumLow, e.NumHigh, e.Strict = nil, e.Value, c == "<"
 	case ">", ">=":
-		e.NumLow, e.NumHigh = e.Value, nil
+		e.NumLow, e.NumHigh, e.Strict = e.Value, nil, c == ">"
 	}
 	canonicalize(&e)
 	return e, true

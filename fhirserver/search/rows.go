@@ -98,12 +98,12 @@ func MakeRows(entries []Entry) Rows {
 			r.Dates = append(r.Dates, d)
 			widen(s, d.Low, d.High)
 		case KindNumber:
-			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh, e.Strict)
 			r.Numbers = append(r.Numbers, NumberRow{e.Param, lo, hi})
 			widen(s, lo, hi)
 		case KindQuantity:
 			r.Numbers = quantityRows(e.Param, e, r.Numbers)
-			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+			lo, hi := numRange(e.Value, e.NumLow, e.NumHigh, e.Strict)
 			widen(s, lo, hi)
 		case KindComposite:
 			r.Dates, r.Numbers = compositeRows(e, r.Dates, r.Numbers)
@@ -141,8 +141,9 @@ func widen[T cmp.Ordered](s *SortRow, lo, hi T) {
 
 // numRange is the stored range of a number or quantity: its stated value
 // when bounded on both sides (the query's precision decides eq), or the
-// open range of a comparator or Range.
-func numRange(value, low, high *big.Rat) (float64, float64) {
+// open range of a comparator or Range. Rows are inclusive, so the bound
+// a strict comparator leaves is the float next to the value, inside.
+func numRange(value, low, high *big.Rat, strict bool) (float64, float64) {
 	lo, hi := NumMin, NumMax
 	if low != nil {
 		lo = ratFloat(low)
@@ -156,6 +157,12 @@ func numRange(value, low, high *big.Rat) (float64, float64) {
 			hi = ratFloat(value)
 		}
 	}
+	switch {
+	case strict && low == nil:
+		hi = math.Nextafter(hi, math.Inf(-1))
+	case strict && high == nil:
+		lo = math.Nextafter(lo, math.Inf(1))
+	}
 	return lo, hi
 }
 
@@ -166,13 +173,13 @@ func ratFloat(r *big.Rat) float64 {
 
 // quantityRows appends the unit forms of a quantity under param.
 func quantityRows(param string, e *Entry, out []NumberRow) []NumberRow {
-	lo, hi := numRange(e.Value, e.NumLow, e.NumHigh)
+	lo, hi := numRange(e.Value, e.NumLow, e.NumHigh, e.Strict)
 	out = append(out, NumberRow{param, lo, hi})
 	for _, u := range QuantityUnitForms(e.System, e.Code, e.Unit, e.CanonUnit != "") {
 		out = append(out, NumberRow{param + keySep + u, lo, hi})
 	}
 	if e.CanonUnit != "" {
-		clo, chi := numRange(e.CanonValue, e.CanonLow, e.CanonHigh)
+		clo, chi := numRange(e.CanonValue, e.CanonLow, e.CanonHigh, e.Strict)
 		out = append(out, NumberRow{param + keySep + "ucum:" + e.CanonUnit, clo, chi})
 	}
 	return out
@@ -218,7 +225,7 @@ func compositeRows(e *Entry, dates []DateRow, nums []NumberRow) ([]DateRow, []Nu
 		case KindDate:
 			dates = append(dates, DateRow{param, last.Low.UnixMicro(), last.High.UnixMicro()})
 		case KindNumber:
-			lo, hi := numRange(last.Value, last.NumLow, last.NumHigh)
+			lo, hi := numRange(last.Value, last.NumLow, last.NumHigh, last.Strict)
 			nums = append(nums, NumberRow{param, lo, hi})
 		case KindQuantity:
 			nums = quantityRows(param, &last, nums)
