@@ -825,3 +825,42 @@ func TestSearchQuantityComparators(t *testing.T) {
 		t.Errorf("ge0.1 g = %v, want %v", got, []string{above, atMost, atLeast})
 	}
 }
+
+// An absolute reference names a resource on the server of its URL: one to
+// another server is not this server's resource of the same type and id
+// (R4 search.html, reference: relative references resolve against this
+// server's base), so it never matches, includes or joins a compartment
+// with it; one under this server's base is local.
+func TestSearchForeignAbsoluteReferences(t *testing.T) {
+	h := newHarness(t)
+	if r := h.do("PUT", "/Patient/p3", []byte(`{"resourceType":"Patient","id":"p3","name":[{"family":"Local"}]}`)); r.status != http.StatusCreated {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	const foreign = "http://other.example.org/fhir/Patient/p3"
+	obs := func(ref string) string {
+		return h.create(t, "Observation", []byte(`{"resourceType":"Observation","status":"final","code":{"text":"x"},"subject":{"reference":"`+ref+`"}}`))
+	}
+	remote, local, relative := obs(foreign), obs(h.base+"/Patient/p3"), obs("Patient/p3")
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"subject=Patient/p3", []string{local, relative}},
+		{"subject=" + url.QueryEscape(h.base+"/Patient/p3"), []string{local, relative}},
+		{"subject=p3", []string{local, relative}},
+		{"subject=" + url.QueryEscape(foreign), []string{remote}},
+		{"subject:Patient.family=local", []string{local, relative}},
+	} {
+		if got := h.matchIDs(t, "Observation", tt.query); !sameIDs(got, tt.want) {
+			t.Errorf("Observation?%s = %v, want %v (remote %s)", tt.query, got, tt.want, remote)
+		}
+	}
+	r := h.do("GET", "/Patient/p3/Observation", nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), remote) || !strings.Contains(string(r.body), local) {
+		t.Errorf("compartment of Patient/p3: %d, want %s and %s without %s: %.400s", r.status, local, relative, remote, r.body)
+	}
+	r = h.do("GET", "/Observation?_id="+remote+"&_include=Observation:subject", nil)
+	if r.status != http.StatusOK || strings.Contains(string(r.body), `"Patient"`) {
+		t.Errorf("_include of a foreign subject included a local Patient: %d %.400s", r.status, r.body)
+	}
+}

@@ -109,6 +109,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 		}
 		cfg.Registry = reg
 	}
+	cfg.Registry.SetBase(cfg.BaseURL)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

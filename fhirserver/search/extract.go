@@ -78,7 +78,27 @@ func (r *Registry) extractInto(ctx context.Context, x *extractor, tp *typeParams
 			return err
 		}
 	}
+	r.unlinkForeign(x.out)
 	return nil
+}
+
+// unlinkForeign drops the Type/id of absolute references to other servers
+// (see SetBase); their URL stays searchable.
+func (r *Registry) unlinkForeign(es []Entry) {
+	base := r.base.Load()
+	if base == nil {
+		return
+	}
+	for i := range es {
+		e := &es[i]
+		if e.Kind == KindComposite {
+			r.unlinkForeign(e.Components)
+			continue
+		}
+		if e.Kind == KindReference && e.URL != "" && e.RefID != "" && !strings.HasPrefix(e.URL, *base) {
+			e.RefType, e.RefID, e.RefVersion = "", "", ""
+		}
+	}
 }
 
 // extractorPool recycles the scratch buffers of Extract.
@@ -107,6 +127,7 @@ func (r *Registry) ExtractParam(ctx context.Context, p *Param, resource map[stri
 	}
 	x := extractor{ctx: ctx, resource: resource, naive: r.whole}
 	err := x.param(p)
+	r.unlinkForeign(x.out)
 	return x.out, err
 }
 

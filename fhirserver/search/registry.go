@@ -92,6 +92,18 @@ type Registry struct {
 	// gen counts changes (AddCustom), so that rows extracted earlier can
 	// be told apart from rows the current parameters would give.
 	gen atomic.Uint64
+	// base is this server's FHIR base (see SetBase).
+	base atomic.Pointer[string]
+}
+
+// SetBase tells the registry this server's FHIR base URL (https://host/fhir).
+// An absolute reference under it is indexed as the local Type/id it names;
+// one to any other server keeps only its URL, so that it never matches,
+// includes or joins a compartment with the local resource of the same
+// type and id. Without a base every absolute reference is taken as local.
+func (r *Registry) SetBase(base string) {
+	b := strings.TrimSuffix(base, "/") + "/"
+	r.base.Store(&b)
 }
 
 // Generation changes whenever the parameters do.
