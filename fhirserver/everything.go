@@ -33,17 +33,22 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	params := r.URL.Query()
 	applied := url.Values{}
 	types := slices.Clone(compartmentTypes())
-	if v := params.Get("_type"); v != "" {
+	// _type is 0..*: each value a comma-separated list, together their union.
+	if vs := params["_type"]; len(vs) > 0 {
 		var want []string
-		for _, t := range strings.Split(v, ",") {
-			t = strings.TrimSpace(t)
-			if !slices.Contains(types, t) {
-				return outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type of the Patient compartment")
+		for _, v := range vs {
+			for _, t := range strings.Split(v, ",") {
+				t = strings.TrimSpace(t)
+				if !slices.Contains(types, t) {
+					return outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type of the Patient compartment")
+				}
+				if !slices.Contains(want, t) {
+					want = append(want, t)
+				}
 			}
-			want = append(want, t)
 		}
 		types = want
-		applied.Set("_type", v)
+		applied["_type"] = vs
 	}
 	q := &search.Query{Types: types, Count: s.cfg.DefaultCount}
 	if v := params.Get("_count"); v != "" {

@@ -315,6 +315,9 @@ func TestEverything(t *testing.T) {
 	t.Run("_type", func(t *testing.T) {
 		got := h.search(t, "/Patient/pat-muller/$everything?_type=Observation,Encounter")
 		expectIDs(t, "_type=Observation,Encounter", all(got), idset("obs-mg-540", "obs-g", "enc-1"))
+		// _type repeats (0..*): the lists add up.
+		got = h.search(t, "/Patient/pat-muller/$everything?_type=Observation&_type=Encounter,Observation")
+		expectIDs(t, "_type=Observation&_type=Encounter,Observation", all(got), idset("obs-mg-540", "obs-g", "enc-1"))
 	})
 	t.Run("_type=Patient", func(t *testing.T) {
 		expectIDs(t, "_type=Patient", all(h.search(t, "/Patient/pat-muller/$everything?_type=Patient")), idset("pat-muller"))
