@@ -780,16 +780,8 @@ func TestSearchTokenTextAndDisplay(t *testing.T) {
 		{"code:missing=true", []string{none}},
 		{"code:missing=false", []string{textOnly, both, display}},
 	} {
-		got := h.matchIDs(t, "Condition", tt.query)
-		if !sameIDs(got, tt.want) {
-			t.Errorf("Condition?%s = %v, want %v", tt.query, got, tt.want)
-		}
+		expectIDs(t, "Condition?"+tt.query, h.matchIDs(t, "Condition", tt.query), tt.want)
 	}
-}
-
-// sameIDs says whether got and want hold the same ids, in any order.
-func sameIDs(got, want []string) bool {
-	return slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want)))
 }
 
 // A Quantity's comparator is a range open on one side, and < and > leave
@@ -815,15 +807,11 @@ func TestSearchQuantityComparators(t *testing.T) {
 	} {
 		for _, unit := range []string{"|http://unitsofmeasure.org|mg", ""} {
 			q := "value-quantity=" + tt.prefix + "100" + url.QueryEscape(unit)
-			if got := h.matchIDs(t, "Observation", q); !sameIDs(got, tt.want) {
-				t.Errorf("Observation?%s = %v, want %v (<%s >%s <=%s >=%s)", q, got, tt.want, below, above, atMost, atLeast)
-			}
+			expectIDs(t, "Observation?"+q+" (<"+below+" >"+above+" <="+atMost+" >="+atLeast+")", h.matchIDs(t, "Observation", q), tt.want)
 		}
 	}
 	// 0.1 g is 100 mg: the canonical UCUM rows keep the open bound too.
-	if got := h.matchIDs(t, "Observation", "value-quantity=ge0.1"+url.QueryEscape("|http://unitsofmeasure.org|g")); !sameIDs(got, []string{above, atMost, atLeast}) {
-		t.Errorf("ge0.1 g = %v, want %v", got, []string{above, atMost, atLeast})
-	}
+	expectIDs(t, "ge0.1 g", h.matchIDs(t, "Observation", "value-quantity=ge0.1"+url.QueryEscape("|http://unitsofmeasure.org|g")), []string{above, atMost, atLeast})
 }
 
 // An absolute reference names a resource on the server of its URL: one to
@@ -851,9 +839,7 @@ func TestSearchForeignAbsoluteReferences(t *testing.T) {
 		{"subject=" + url.QueryEscape(foreign), []string{remote}},
 		{"subject:Patient.family=local", []string{local, relative}},
 	} {
-		if got := h.matchIDs(t, "Observation", tt.query); !sameIDs(got, tt.want) {
-			t.Errorf("Observation?%s = %v, want %v (remote %s)", tt.query, got, tt.want, remote)
-		}
+		expectIDs(t, "Observation?"+tt.query+" (remote "+remote+")", h.matchIDs(t, "Observation", tt.query), tt.want)
 	}
 	r := h.do("GET", "/Patient/p3/Observation", nil)
 	if r.status != http.StatusOK || strings.Contains(string(r.body), remote) || !strings.Contains(string(r.body), local) {
