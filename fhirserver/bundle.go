@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -30,6 +31,10 @@ type entryResult struct {
 	status int
 	header http.Header
 	body   []byte
+	// The resource the answer is about (Type/id) and its exact
+	// lastUpdated, which the Last-Modified header has to the second.
+	ref         string
+	lastUpdated time.Time
 }
 
 // recorder is a minimal http.ResponseWriter that keeps the answer.
@@ -280,7 +285,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 			body := bodies[p.i]
 			if body == nil {
 				var err error
-				if body, err = rw.rewrite(ctx, e.Resource); err != nil {
+				if body, err = rw.rewrite(ctx, e.Resource, e.FullURL); err != nil {
 					return entryError(p.i, err)
 				}
 			}
@@ -299,9 +304,12 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 			if res.status >= 400 {
 				return entryFailed(p.i, res)
 			}
+			if err := rw.applied(p.i, res); err != nil {
+				return entryError(p.i, err)
+			}
 			results[p.i] = res
 		}
-		return nil
+		return rw.verify(ctx)
 	})
 	if err != nil {
 		return refuseWithoutTx(err, "a transaction Bundle")
@@ -362,10 +370,8 @@ func (s *Server) responseBundle(typ string, results []entryResult) []byte {
 			b.WriteString(`,"etag":`)
 			writeJSONString(&b, et)
 		}
-		if lm := res.header.Get("Last-Modified"); lm != "" {
-			if t, err := http.ParseTime(lm); err == nil {
-				b.WriteString(`,"lastModified":"` + fhirjson.FormatInstant(t) + `"`)
-			}
+		if !res.lastUpdated.IsZero() {
+			b.WriteString(`,"lastModified":"` + fhirjson.FormatInstant(res.lastUpdated) + `"`)
 		}
 		if isOutcome && len(res.body) > 0 {
 			b.WriteString(`,"outcome":`)

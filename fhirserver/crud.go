@@ -26,11 +26,11 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
 		return gone(c, v)
 	}
 	if notModified(r, v) {
-		versionHeaders(w.Header(), v)
+		versionHeaders(w, v)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	versionHeaders(w.Header(), v)
+	versionHeaders(w, v)
 	writeBody(w, c.format, http.StatusOK, v.Body)
 	return nil
 }
@@ -50,7 +50,7 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 	if v.Deleted {
 		return gone(c, v)
 	}
-	versionHeaders(w.Header(), v)
+	versionHeaders(w, v)
 	writeBody(w, c.format, http.StatusOK, v.Body)
 	return nil
 }

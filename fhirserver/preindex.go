@@ -214,7 +214,7 @@ func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies 
 		if id == "" {
 			continue
 		}
-		body, err := rw.rewriteNoLookup(ctx, e.Resource)
+		body, err := rw.rewriteNoLookup(ctx, e.Resource, e.FullURL)
 		if err != nil {
 			continue
 		}

@@ -3,28 +3,37 @@ package fhirserver
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
 )
 
-// rewriteReferences replaces the string value of every member named
-// "reference", at any depth, by replace(value) when that is non-empty and
-// different. It splices the new values into the original bytes, so member
-// order, whitespace and everything else the client sent are kept.
+// rewriteReferences replaces, at any depth, the string value of every
+// member named "reference" by ref(value), and the urn:uuid: and urn:oid:
+// links elsewhere by urn(link), when that is non-empty and different. The
+// links are string values of other members (uri, url, oid and uuid
+// elements) and the href and src attributes of a narrative's div; the
+// values of members id, value (an identifier's), fullUrl, and the
+// resource's own url (a canonical, at the top level) are names, not links,
+// and are kept. urn may be nil. The new values are spliced into the
+// original bytes, so member order, whitespace and everything else the
+// client sent are kept.
 //
-// Malformed JSON is returned unchanged, without calling replace: the
-// document is scanned in full before any replacement, so a later syntax
-// error cannot follow a callback's side effects or errors. The result is
-// res itself when nothing changes.
-func rewriteReferences(res []byte, replace func(string) (string, error)) ([]byte, error) {
+// Malformed JSON is returned unchanged, without calling either function:
+// the document is scanned in full before any replacement, so a later
+// syntax error cannot follow a callback's side effects or errors. The
+// result is res itself when nothing changes.
+func rewriteReferences(res []byte, ref func(string) (string, error), urn func(string) string) ([]byte, error) {
 	// A key spelt with escapes needs a backslash; without one, the
 	// literal must appear.
-	if !bytes.Contains(res, []byte(`"reference"`)) && bytes.IndexByte(res, '\\') < 0 {
+	hasURN := urn != nil && bytes.Contains(res, []byte("urn:"))
+	if !hasURN && !bytes.Contains(res, []byte(`"reference"`)) && bytes.IndexByte(res, '\\') < 0 {
 		return res, nil
 	}
 	var buf [16]refSpan
-	spans, ok := scanReferences(res, buf[:0])
+	spans, ok := scanReferences(res, buf[:0], hasURN)
 	if !ok {
 		return res, nil
 	}
@@ -32,15 +41,25 @@ func rewriteReferences(res []byte, replace func(string) (string, error)) ([]byte
 	last := 0
 	for _, sp := range spans {
 		raw := res[sp.start:sp.end]
-		ref, ok := unquoteJSON(raw)
+		s, ok := unquoteJSON(raw)
 		if !ok {
 			return res, nil // unreachable: the scanner checked the string
 		}
-		to, err := replace(ref)
-		if err != nil {
-			return nil, err
+		var to string
+		switch sp.kind {
+		case refValue:
+			var err error
+			if to, err = ref(s); err != nil {
+				return nil, err
+			}
+		case linkValue:
+			if isURN(s) {
+				to = urn(s)
+			}
+		case narrativeValue:
+			to = narrativeLinks(s, urn)
 		}
-		if to == "" || to == ref {
+		if to == "" || to == s {
 			continue
 		}
 		if out == nil {
@@ -56,8 +75,51 @@ func rewriteReferences(res []byte, replace func(string) (string, error)) ([]byte
 	return append(out, res[last:]...), nil
 }
 
-// refSpan locates a reference value: res[start:end] is the quoted string.
-type refSpan struct{ start, end int }
+func isURN(s string) bool {
+	return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:")
+}
+
+// narrativeAttr is an href or src attribute whose value is a urn link.
+var narrativeAttr = regexp.MustCompile(`\b(?:href|src)\s*=\s*(?:"(urn:(?:uuid|oid):[^"]*)"|'(urn:(?:uuid|oid):[^']*)')`)
+
+// narrativeLinks is the XHTML div with the urn links of its href and src
+// attributes replaced by urn(link), or "" when none is.
+func narrativeLinks(div string, urn func(string) string) string {
+	changed := false
+	out := narrativeAttr.ReplaceAllStringFunc(div, func(attr string) string {
+		m := narrativeAttr.FindStringSubmatchIndex(attr)
+		at, end := m[2], m[3]
+		if at < 0 {
+			at, end = m[4], m[5]
+		}
+		to := urn(attr[at:end])
+		if to == "" || strings.ContainsAny(to, `"'<&`) {
+			return attr
+		}
+		changed = true
+		return attr[:at] + to + attr[end:]
+	})
+	if !changed {
+		return ""
+	}
+	return out
+}
+
+// refSpan locates a value to rewrite: res[start:end] is the quoted string.
+type refSpan struct {
+	start, end int
+	kind       valueKind
+}
+
+// valueKind is what a member's string value is to the rewrite.
+type valueKind uint8
+
+const (
+	otherValue     valueKind = iota // kept as it is
+	refValue                        // a "reference"
+	linkValue                       // may be a urn link (uri, url, oid, uuid)
+	narrativeValue                  // a narrative's "div"
+)
 
 // maxScanDepth matches encoding/json's nesting limit, so the scanner
 // refuses exactly the deep documents the decoder used to refuse.
@@ -67,15 +129,19 @@ const maxScanDepth = 10000
 // whitespace) and appends the spans of the string values of members whose
 // decoded key is "reference". It is iterative, so deep nesting cannot
 // exhaust the stack, and every step advances, so it always ends.
-func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
+//
+// With links, it also appends the string values that may hold urn links
+// (see rewriteReferences), with their kind.
+func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 	const (
 		wantValue  = iota // a value is next
 		wantKey           // a member's key is next (after '{' or ',')
 		afterValue        // a ',' or a closing bracket is next, or the end
 	)
-	var stack []byte // open containers: '{' or '['
+	var stack []byte      // open containers: '{' or '['
+	var kinds []valueKind // by container: the kind of an array's elements
 	mode := wantValue
-	isRef := false // the value about to be scanned is a "reference" member's
+	kind := otherValue // of the value about to be scanned
 	i := skipSpace(b, 0)
 	for {
 		switch mode {
@@ -88,26 +154,40 @@ func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
 				if len(stack) >= maxScanDepth {
 					return spans, false
 				}
-				stack = append(stack, c)
+				// An array of uris holds links; nothing else is
+				// inherited by what a container holds.
+				elem := otherValue
+				if c == '[' && kind == linkValue {
+					elem = linkValue
+				}
+				stack, kinds = append(stack, c), append(kinds, elem)
 				i = skipSpace(b, i+1)
 				closer := byte('}')
 				if c == '[' {
 					closer = ']'
 				}
 				if i < len(b) && b[i] == closer {
-					stack = stack[:len(stack)-1]
+					stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
 					i++
 					mode = afterValue
 				} else if c == '{' {
 					mode = wantKey
+				} else {
+					kind = elem
+					continue
 				}
 			case c == '"':
 				end, ok := scanString(b, i)
 				if !ok {
 					return spans, false
 				}
-				if isRef {
-					spans = append(spans, refSpan{i, end})
+				switch kind {
+				case refValue:
+					spans = append(spans, refSpan{i, end, kind})
+				case linkValue, narrativeValue:
+					if s := b[i:end]; bytes.Contains(s, []byte("urn:")) || bytes.IndexByte(s, '\\') >= 0 {
+						spans = append(spans, refSpan{i, end, kind})
+					}
 				}
 				i = end
 				mode = afterValue
@@ -134,7 +214,7 @@ func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
 			default:
 				return spans, false
 			}
-			isRef = false
+			kind = otherValue
 		case wantKey:
 			if i >= len(b) || b[i] != '"' {
 				return spans, false
@@ -143,7 +223,7 @@ func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
 			if !ok {
 				return spans, false
 			}
-			isRef = isReferenceKey(b[i:end])
+			kind = keyKind(b[i:end], len(stack) == 1, links)
 			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ':' {
 				return spans, false
@@ -165,9 +245,11 @@ func scanReferences(b []byte, spans []refSpan) ([]refSpan, bool) {
 				mode = wantValue
 				if top == '{' {
 					mode = wantKey
+				} else {
+					kind = kinds[len(kinds)-1]
 				}
 			case (c == '}' && top == '{') || (c == ']' && top == '['):
-				stack = stack[:len(stack)-1]
+				stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
 				i++
 			default:
 				return spans, false
@@ -268,14 +350,26 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// isReferenceKey reports whether a quoted key decodes to "reference";
-// only a key with escapes needs decoding.
-func isReferenceKey(raw []byte) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == `"reference"`
+// keyKind is the kind of the value of the member whose quoted key is raw;
+// topLevel is true for the members of the outermost object (the
+// resource's own). Only a key with escapes needs decoding.
+func keyKind(raw []byte, topLevel, links bool) valueKind {
+	key := string(raw[1 : len(raw)-1])
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var ok bool
+		if key, ok = unquoteJSON(raw); !ok {
+			return otherValue
+		}
 	}
-	s, ok := unquoteJSON(raw)
-	return ok && s == "reference"
+	switch {
+	case key == "reference":
+		return refValue
+	case !links, key == "id", key == "value", key == "fullUrl", key == "url" && topLevel:
+		return otherValue
+	case key == "div":
+		return narrativeValue
+	}
+	return linkValue
 }
 
 // unquoteJSON decodes a quoted JSON string as encoding/json does (invalid

@@ -32,6 +32,12 @@ func tableTargets(ref string) (string, error) {
 	}[ref], nil
 }
 
+// tableLinks maps the urn links the table tests replace.
+func tableLinks(link string) string {
+	to, _ := tableTargets(link)
+	return to
+}
+
 func sameSlice(a, b []byte) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
@@ -94,7 +100,7 @@ func TestRewriteReferences(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := []byte(c.in)
-			out, err := rewriteReferences(in, tableTargets)
+			out, err := rewriteReferences(in, tableTargets, nil)
 			if err != nil {
 				t.Fatalf("error %v", err)
 			}
@@ -111,18 +117,68 @@ func TestRewriteReferences(t *testing.T) {
 	}
 }
 
+// The R4 transaction rules ask that links to an entry be replaced
+// "whether they are found in the resource ids, resource references,
+// elements of type uri, url, oid, uuid, and <a href="" & <img src="" in
+// the narrative". Names that merely look like links (ids, identifier
+// values, the resource's own canonical url) are kept.
+func TestRewriteLinks(t *testing.T) {
+	for _, c := range []struct {
+		name, in, want string // want "" means the input comes back as is
+	}{
+		{"attachment url",
+			`{"resourceType":"DocumentReference","content":[{"attachment":{"contentType":"text/plain","url":"urn:uuid:a"}}]}`,
+			`{"resourceType":"DocumentReference","content":[{"attachment":{"contentType":"text/plain","url":"Patient/1"}}]}`},
+		{"uri array and extension valueUri",
+			`{"instantiatesUri":["urn:uuid:a","http://keep"],"extension":[{"url":"http://x","valueUri":"urn:uuid:b"}]}`,
+			`{"instantiatesUri":["Patient/1","http://keep"],"extension":[{"url":"http://x","valueUri":"Practitioner/2"}]}`},
+		{"narrative href and src",
+			`{"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"urn:uuid:a\">p</a><img src='urn:uuid:b'/><a href=\"urn:uuid:zz\">x</a> urn:uuid:a</div>"}}`,
+			`{"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"Patient/1\">p</a><img src='Practitioner/2'/><a href=\"urn:uuid:zz\">x</a> urn:uuid:a</div>"}}`},
+		{"narrative link whose replacement would need escaping is kept",
+			`{"text":{"div":"<div><a href=\"urn:uuid:escapes\">x</a></div>"}}`, ""},
+		{"escaped link", `{"x":"urn:uuid:\u0061"}`, `{"x":"Patient/1"}`},
+		{"names are kept",
+			`{"resourceType":"ValueSet","id":"urn:uuid:a","url":"urn:uuid:a","identifier":[{"system":"urn:ietf:rfc:3986","value":"urn:uuid:a"}],"fullUrl":"urn:uuid:a"}`, ""},
+		{"a contained resource's url is a link",
+			`{"resourceType":"Library","url":"urn:uuid:a","contained":[{"resourceType":"Library","url":"urn:uuid:b"}]}`,
+			`{"resourceType":"Library","url":"urn:uuid:a","contained":[{"resourceType":"Library","url":"Practitioner/2"}]}`},
+		{"unknown urn and other strings are kept", `{"x":"urn:uuid:zz","y":"see urn:uuid:a","z":"urn:isbn:1"}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := []byte(c.in)
+			out, err := rewriteReferences(in, tableTargets, tableLinks)
+			if err != nil {
+				t.Fatalf("error %v", err)
+			}
+			if c.want == "" {
+				if !sameSlice(out, in) {
+					t.Fatalf("changed to %s, want the input slice", out)
+				}
+				return
+			}
+			if string(out) != c.want {
+				t.Fatalf("got  %s\nwant %s", out, c.want)
+			}
+		})
+	}
+}
+
 func TestRewriteReferencesErrors(t *testing.T) {
 	in := []byte(`{"a":{"reference":"urn:uuid:a"},"b":[{"reference":"bad"}]}`)
-	if _, err := rewriteReferences(in, tableTargets); !errors.Is(err, errTestRef) {
+	if _, err := rewriteReferences(in, tableTargets, tableLinks); !errors.Is(err, errTestRef) {
 		t.Fatalf("error %v, want the callback's", err)
 	}
 	// Malformed input is left to the handler: no callback, no error.
 	called := false
-	out, err := rewriteReferences([]byte(`{"reference":"bad"`), func(string) (string, error) {
+	out, err := rewriteReferences([]byte(`{"reference":"bad","x":"urn:uuid:a"`), func(string) (string, error) {
 		called = true
 		return "", errTestRef
+	}, func(string) string {
+		called = true
+		return "X/1"
 	})
-	if err != nil || called || string(out) != `{"reference":"bad"` {
+	if err != nil || called || string(out) != `{"reference":"bad","x":"urn:uuid:a"` {
 		t.Fatalf("malformed: %q %v (called %v)", out, err, called)
 	}
 }
@@ -130,13 +186,13 @@ func TestRewriteReferencesErrors(t *testing.T) {
 // TestRewriterRewrite checks the rewriter's use of the scanner: fullUrls
 // are replaced and an unknown urn:uuid fails with an outcome.
 func TestRewriterRewrite(t *testing.T) {
-	rw := &rewriter{fullURLs: map[string]string{"urn:uuid:p": "Patient/p1"}}
+	rw := &rewriter{s: &Server{}, fullURLs: map[string]string{"urn:uuid:p": "Patient/p1"}}
 	in := []byte(`{"resourceType":"Observation","status":"final","subject":{"reference":"urn:uuid:p"},"code":{}}`)
-	out, err := rw.rewrite(context.Background(), in)
+	out, err := rw.rewrite(context.Background(), in, "")
 	if err != nil || string(out) != `{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p1"},"code":{}}` {
 		t.Fatalf("rewrite: %s %v", out, err)
 	}
-	_, err = rw.rewrite(context.Background(), []byte(`{"subject":{"reference":"urn:uuid:missing"}}`))
+	_, err = rw.rewrite(context.Background(), []byte(`{"subject":{"reference":"urn:uuid:missing"}}`), "")
 	var oe *outcome.Error
 	if !errors.As(err, &oe) {
 		t.Fatalf("unknown urn:uuid: error %v (%T), want an outcome", err, err)
@@ -146,14 +202,44 @@ func TestRewriterRewrite(t *testing.T) {
 // rewriteAny is the former implementation, the fuzz oracle: decode into
 // maps, replace, and report whether anything changed. A failing
 // replacement anywhere is an error, whatever the map order.
-func rewriteAny(res []byte, replace func(string) (string, error)) (doc any, changed bool, err error) {
+func rewriteAny(res []byte, replace func(string) (string, error), urn func(string) string) (doc any, changed bool, err error) {
 	dec := json.NewDecoder(bytes.NewReader(res))
 	dec.UseNumber()
 	if err := dec.Decode(&doc); err != nil {
 		return nil, false, err
 	}
-	var walk func(any)
-	walk = func(node any) {
+	// link is what a string that may be a urn link becomes.
+	link := func(s string, narrative bool) string {
+		switch {
+		case urn == nil:
+			return s
+		case narrative:
+			if to := narrativeLinks(s, urn); to != "" {
+				return to
+			}
+		case strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:"):
+			if to := urn(s); to != "" {
+				return to
+			}
+		}
+		return s
+	}
+	// An array of links, at any depth of arrays.
+	var linkArray func([]any)
+	linkArray = func(a []any) {
+		for i, e := range a {
+			switch e := e.(type) {
+			case string:
+				if to := link(e, false); to != e {
+					a[i], changed = to, true
+				}
+			case []any:
+				linkArray(e)
+			}
+		}
+	}
+	var walk func(node any, top bool)
+	walk = func(node any, top bool) {
 		switch n := node.(type) {
 		case map[string]any:
 			for k, v := range n {
@@ -167,15 +253,29 @@ func rewriteAny(res []byte, replace func(string) (string, error)) (doc any, chan
 					}
 					continue
 				}
-				walk(v)
+				if k == "reference" || k == "id" || k == "value" || k == "fullUrl" || k == "url" && top {
+					walk(v, false)
+					continue
+				}
+				switch v := v.(type) {
+				case string:
+					if to := link(v, k == "div"); to != v {
+						n[k], changed = to, true
+					}
+				case []any:
+					if k != "div" {
+						linkArray(v)
+					}
+				}
+				walk(v, false)
 			}
 		case []any:
 			for _, v := range n {
-				walk(v)
+				walk(v, false)
 			}
 		}
 	}
-	walk(doc)
+	walk(doc, true)
 	return doc, changed, err
 }
 
@@ -194,6 +294,12 @@ func fuzzTargets(ref string) (string, error) {
 	return "T/" + ref + "\"\\<\u2028\x01", nil
 }
 
+// fuzzLinks replaces some urn links, by the same rule as fuzzTargets.
+func fuzzLinks(link string) string {
+	to, _ := fuzzTargets(strings.ReplaceAll(link, "!", ""))
+	return to
+}
+
 func FuzzRewriteReferences(f *testing.F) {
 	for _, s := range []string{
 		`{"resourceType":"Observation","status":"final","subject":{"reference":"urn:uuid:ab"},"performer":[{"reference":"xy"},{"reference":"abcd"}]}`,
@@ -203,6 +309,7 @@ func FuzzRewriteReferences(f *testing.F) {
 		`{"reference":"\ud800","reference":"ok"}`,
 		`{"reference":"urn:uuid:ab"`,
 		`[{"reference":"ab"}]`,
+		`{"url":"urn:uuid:ab","x":["urn:oid:1.2",["urn:uuid:abcd"]],"text":{"div":"<a href='urn:uuid:abc'>x</a>"},"c":[{"url":"urn:uuid:ab"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -211,7 +318,7 @@ func FuzzRewriteReferences(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		orig := bytes.Clone(in)
-		out, err := rewriteReferences(in, fuzzTargets)
+		out, err := rewriteReferences(in, fuzzTargets, fuzzLinks)
 		if !bytes.Equal(in, orig) {
 			t.Fatalf("the input was modified")
 		}
@@ -221,7 +328,7 @@ func FuzzRewriteReferences(f *testing.F) {
 			}
 			return
 		}
-		want, changed, wantErr := rewriteAny(in, fuzzTargets)
+		want, changed, wantErr := rewriteAny(in, fuzzTargets, fuzzLinks)
 		if wantErr != nil {
 			if err == nil {
 				t.Fatalf("no error, want %v", wantErr)
@@ -268,12 +375,17 @@ func benchTargets(ref string) (string, error) {
 	return "", nil
 }
 
+func benchLinks(link string) string {
+	to, _ := benchTargets(link)
+	return to
+}
+
 func BenchmarkRewriteReferences(b *testing.B) {
 	b.Run("any", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(benchObservation)))
 		for b.Loop() {
-			doc, _, err := rewriteAny(benchObservation, benchTargets)
+			doc, _, err := rewriteAny(benchObservation, benchTargets, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -289,7 +401,7 @@ func BenchmarkRewriteReferences(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(benchObservation)))
 		for b.Loop() {
-			if _, err := rewriteReferences(benchObservation, benchTargets); err != nil {
+			if _, err := rewriteReferences(benchObservation, benchTargets, benchLinks); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -23,25 +26,44 @@ type rewriter struct {
 	fullURLs map[string]string // fullUrl → Type/id
 	assigned map[int]string    // entry index → id chosen for its create
 	ids      map[int]string    // entry index → id of the resource a create or update writes
-	noLookup bool              // fail with errNeedsLookup rather than search
+	// Conditional creates and updates: what their criteria resolved to
+	// when the transaction was planned, by entry and by criteria (the
+	// lock key, whose parameters are sorted).
+	expect      map[int]string
+	conditional map[string]string
+	checks      []conditionCheck
+	noLookup    bool // fail with errNeedsLookup rather than search
+}
+
+// conditionCheck is the criteria of a conditional create or update, which
+// must still match at most one resource once every entry is applied.
+type conditionCheck struct {
+	entry int
+	crit  *criteria
 }
 
 func newRewriter(s *Server, tx store.Tx) *rewriter {
-	return &rewriter{s: s, tx: tx, fullURLs: map[string]string{}, assigned: map[int]string{}, ids: map[int]string{}}
+	return &rewriter{s: s, tx: tx, fullURLs: map[string]string{}, assigned: map[int]string{}, ids: map[int]string{},
+		expect: map[int]string{}, conditional: map[string]string{}}
 }
 
 // rewriteNoLookup is rewrite for references that need no search; it
 // fails with errNeedsLookup on a conditional reference.
-func (rw *rewriter) rewriteNoLookup(ctx context.Context, res []byte) ([]byte, error) {
+func (rw *rewriter) rewriteNoLookup(ctx context.Context, res []byte, fullURL string) ([]byte, error) {
 	rw.noLookup = true
 	defer func() { rw.noLookup = false }()
-	return rw.rewrite(ctx, res)
+	return rw.rewrite(ctx, res, fullURL)
 }
 
 // resolve decides the id of every entry that creates or updates a resource,
 // and refuses a transaction in which two entries change the same resource
 // (directly or through conditional criteria) or share a fullUrl: the
 // specification leaves their outcome undefined, so it fails.
+//
+// Entries are planned in the order they are applied: the deletes first, so
+// a resource a delete removes matches no conditional criteria after it.
+// Two conditional creates with the same criteria and no match create one
+// resource: the second resolves to the first's.
 func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 	touched := map[string]int{} // Type/id → entry that changes it
 	claim := func(i int, ref string) error {
@@ -54,17 +76,26 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 	}
 	seenURL := map[string]int{}
 	for i := range entries {
-		e := &entries[i]
-		if e.Request == nil {
-			continue
-		}
-		if e.FullURL != "" {
-			if j, dup := seenURL[e.FullURL]; dup {
+		if u := entries[i].FullURL; u != "" && entries[i].Request != nil {
+			if j, dup := seenURL[u]; dup {
 				return outcome.New(http.StatusBadRequest, "invalid",
-					"entries "+strconv.Itoa(j)+" and "+strconv.Itoa(i)+" have the same fullUrl "+quote(e.FullURL))
+					"entries "+strconv.Itoa(j)+" and "+strconv.Itoa(i)+" have the same fullUrl "+quote(u))
 			}
-			seenURL[e.FullURL] = i
+			seenURL[u] = i
 		}
+	}
+	gone := map[string]bool{} // Type/id → deleted by a delete entry
+	order := make([]int, 0, len(entries))
+	for i := range entries {
+		if entries[i].Request != nil {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return processingOrder(entries[a].Request.Method) - processingOrder(entries[b].Request.Method)
+	})
+	for _, i := range order {
+		e := &entries[i]
 		path, query, _ := strings.Cut(rw.s.entryURL(e), "?")
 		typ, id, _ := strings.Cut(path, "/")
 		if !profiles.IsResourceType(typ) {
@@ -75,6 +106,9 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if id != "" {
 				if err := claim(i, typ+"/"+id); err != nil {
 					return err
+				}
+				if e.Request.Method == http.MethodDelete {
+					gone[typ+"/"+id] = true
 				}
 				continue
 			}
@@ -87,8 +121,15 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				return err
 			}
 			for _, m := range found {
-				if err := claim(i, m.Type+"/"+m.ID); err != nil {
+				ref := m.Type + "/" + m.ID
+				if gone[ref] {
+					continue
+				}
+				if err := claim(i, ref); err != nil {
 					return err
+				}
+				if e.Request.Method == http.MethodDelete {
+					gone[ref] = true
 				}
 			}
 			continue
@@ -97,14 +138,30 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 		switch e.Request.Method {
 		case http.MethodPost:
 			if cond := e.Request.IfNoneExist; cond != "" {
-				found, err := rw.match(ctx, typ, cond)
+				crit, found, err := rw.matchLive(ctx, typ, cond, gone)
 				if err != nil {
 					return entryError(i, err)
 				}
+				rw.checks = append(rw.checks, conditionCheck{i, crit})
+				prior, planned := rw.conditional[crit.key]
 				if len(found) == 1 {
-					target = typ + "/" + found[0].ID
-					break
+					prior, planned = typ+"/"+found[0].ID, true
 				}
+				if planned {
+					// Nothing is written: the entry answers with the
+					// resource that matches.
+					rw.expect[i] = prior
+					if e.FullURL != "" {
+						rw.fullURLs[e.FullURL] = prior
+					}
+					continue
+				}
+				id := newID(rw.s.cfg.Now())
+				rw.assigned[i] = id
+				target = typ + "/" + id
+				rw.conditional[crit.key] = target
+				rw.expect[i] = target
+				break
 			}
 			id := newID(rw.s.cfg.Now())
 			rw.assigned[i] = id
@@ -114,29 +171,33 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				target = typ + "/" + id
 				break
 			}
-			found, err := rw.match(ctx, typ, query)
+			crit, found, err := rw.matchLive(ctx, typ, query, gone)
 			if err != nil {
 				return entryError(i, err)
 			}
-			if len(found) == 1 {
+			rw.checks = append(rw.checks, conditionCheck{i, crit})
+			if prior, ok := rw.conditional[crit.key]; ok {
+				target = prior // created or updated by an entry before: refused by claim
+			} else if len(found) == 1 {
 				target = typ + "/" + found[0].ID
-				break
+			} else {
+				id := resourceID(e.Resource)
+				if id == "" {
+					id = newID(rw.s.cfg.Now())
+				}
+				rw.assigned[i] = id
+				target = typ + "/" + id
 			}
-			id := resourceID(e.Resource)
-			if id == "" {
-				id = newID(rw.s.cfg.Now())
-			}
-			rw.assigned[i] = id
-			target = typ + "/" + id
+			rw.conditional[crit.key] = target
+			rw.expect[i] = target
 		default:
 			continue
 		}
 		if err := claim(i, target); err != nil {
 			return err
 		}
-		if _, id, ok := strings.Cut(target, "/"); ok && (e.Request.Method == http.MethodPut || rw.assigned[i] != "") {
-			rw.ids[i] = id // a create that matched an existing resource writes nothing
-		}
+		_, tid, _ := strings.Cut(target, "/")
+		rw.ids[i] = tid
 		if e.FullURL != "" {
 			rw.fullURLs[e.FullURL] = target
 		}
@@ -144,21 +205,57 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 	return nil
 }
 
-// match runs conditional criteria inside the transaction (at most two
-// matches: more than one is as bad as many).
-func (rw *rewriter) match(ctx context.Context, typ, criteria string) ([]*store.Version, error) {
-	q, err := rw.s.criteria(ctx, typ, criteria, 2)
+// matchLive runs conditional criteria inside the transaction, leaving out
+// the resources its deletes remove; more than one match is refused.
+func (rw *rewriter) matchLive(ctx context.Context, typ, raw string, gone map[string]bool) (*criteria, []*store.Version, error) {
+	crit, err := rw.s.criteria(ctx, typ, raw, 2+len(gone))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	found, err := rw.lookup(ctx, q.q)
+	found, err := rw.lookup(ctx, crit.q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	found = slices.DeleteFunc(found, func(v *store.Version) bool { return gone[v.Type+"/"+v.ID] })
 	if len(found) > 1 {
-		return nil, notSelective(typ, len(found))
+		return nil, nil, notSelective(typ, len(found))
 	}
-	return found, nil
+	return crit, found, nil
+}
+
+// applied checks what entry i's conditional criteria resolved to when it
+// was applied against what they resolved to when the transaction was
+// planned. They differ when another entry, applied before it, created or
+// changed a resource its criteria match: the outcome would depend on the
+// order of the entries, so the transaction fails.
+func (rw *rewriter) applied(i int, res entryResult) error {
+	want, ok := rw.expect[i]
+	if !ok || res.ref == "" || res.ref == want {
+		return nil
+	}
+	return outcome.New(http.StatusBadRequest, "invalid",
+		"the conditional criteria matched "+want+" before the transaction and "+res.ref+
+			" when the entry was applied: another entry of the transaction creates or changes a resource they match")
+}
+
+// verify runs after every entry is applied: the criteria of each
+// conditional create and update must match at most one resource, or the
+// transaction created the duplicates its criteria were meant to prevent.
+func (rw *rewriter) verify(ctx context.Context) error {
+	for _, c := range rw.checks {
+		q := *c.crit.q
+		q.Count = 2
+		found, err := matchIn(ctx, rw.tx, &q)
+		if err != nil {
+			return err
+		}
+		if len(found) > 1 {
+			return entryError(c.entry, outcome.New(http.StatusBadRequest, "invalid",
+				"once the transaction is applied, its conditional criteria match "+found[0].Type+"/"+found[0].ID+" and "+
+					found[1].Type+"/"+found[1].ID+": other entries create resources they match"))
+		}
+	}
+	return nil
 }
 
 // lookup searches the transaction; a rewriter without one (settling a
@@ -178,34 +275,73 @@ func resourceID(res []byte) string {
 	return r.ID
 }
 
-// rewrite replaces, everywhere in a resource (extensions and contained
-// resources included), reference values that name another entry's
-// fullUrl or that are conditional references. Only those string values
-// change: the client's bytes are otherwise kept as sent. The bytes are
-// returned unchanged when there is nothing to replace, and when they are
-// malformed (validated already; the handler reports it).
-func (rw *rewriter) rewrite(ctx context.Context, res []byte) ([]byte, error) {
+// rewrite replaces, everywhere in a resource (extensions, contained
+// resources and narrative included), the references and urn links that
+// name another entry's fullUrl, and conditional references. Only those
+// string values change: the client's bytes are otherwise kept as sent.
+// The bytes are returned unchanged when there is nothing to replace, and
+// when they are malformed (validated already; the handler reports it).
+// fullURL is the entry's own: relative references resolve against its
+// base.
+func (rw *rewriter) rewrite(ctx context.Context, res []byte, fullURL string) ([]byte, error) {
+	base := restBase(fullURL)
+	if base == "" {
+		base = rw.s.cfg.BaseURL
+	}
 	return rewriteReferences(res, func(ref string) (string, error) {
-		return rw.target(ctx, ref)
+		return rw.target(ctx, ref, base)
+	}, func(link string) string {
+		return rw.fullURLs[link]
 	})
 }
 
+// restBase is the service base of a RESTful resource URL
+// ("https://x/fhir" of "https://x/fhir/Patient/1"), or "".
+func restBase(u string) string {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return ""
+	}
+	u, _, _ = strings.Cut(u, "/_history/")
+	rest, id := path.Split(u)
+	base, typ := path.Split(strings.TrimSuffix(rest, "/"))
+	if !fhirjson.ValidID(id) || !profiles.IsResourceType(typ) {
+		return ""
+	}
+	return strings.TrimSuffix(base, "/")
+}
+
 // target is what a reference becomes: another entry's Type/id, the one
-// match of a conditional reference, or "" to leave it.
-func (rw *rewriter) target(ctx context.Context, ref string) (string, error) {
+// match of a conditional reference, or "" to leave it. base resolves a
+// relative reference (Type/id) to the fullUrl of the entry it names.
+func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error) {
 	if to, ok := rw.fullURLs[ref]; ok {
 		return to, nil
 	}
 	if strings.HasPrefix(ref, "urn:uuid:") || strings.HasPrefix(ref, "urn:oid:") {
 		return "", outcome.New(http.StatusBadRequest, "not-found", "the reference "+quote(ref)+" names no entry of the Bundle")
 	}
+	if typ, id, ok := strings.Cut(ref, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
+		return rw.fullURLs[base+"/"+ref], nil
+	}
 	typ, query, ok := strings.Cut(ref, "?")
 	if !ok || !profiles.IsResourceType(typ) {
 		return "", nil
 	}
-	found, err := rw.match(ctx, typ, query)
+	// The criteria of a conditional create or update of this transaction
+	// name the resource that entry resolved to, wherever the entries are.
+	crit, err := rw.s.criteria(ctx, typ, query, 2)
 	if err != nil {
 		return "", err
+	}
+	if to, ok := rw.conditional[crit.key]; ok {
+		return to, nil
+	}
+	found, err := rw.lookup(ctx, crit.q)
+	if err != nil {
+		return "", err
+	}
+	if len(found) > 1 {
+		return "", notSelective(typ, len(found))
 	}
 	if len(found) == 0 {
 		return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
