@@ -1,20 +1,25 @@
 package fhirserver
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
-// everything is Patient/[id]/$everything: the patient and every resource
-// in its compartment, paged like a search, optionally only of _type and
-// only changed since _since.
+// everything is Patient/[id]/$everything (GET, or POST with a Parameters
+// body): the patient, every resource in its compartment, and the resources
+// those reference (search mode include), paged like a search, optionally
+// only of _type and only changed since _since.
 func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) error {
 	if c.typ != "Patient" {
 		return outcome.New(http.StatusNotFound, "not-supported", "$everything is defined on Patient only")
@@ -23,6 +28,16 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	if err := s.authorize(ctx, Access{Interaction: Operation, Operation: "$everything", Type: c.typ, ID: c.id}); err != nil {
 		return err
 	}
+	params := r.URL.Query()
+	if r.Method == http.MethodPost {
+		body, err := s.operationParams(r)
+		if err != nil {
+			return err
+		}
+		for k, vs := range body {
+			params[k] = append(params[k], vs...)
+		}
+	}
 	patient, err := s.db(ctx).Read(ctx, c.typ, c.id)
 	if err != nil {
 		return s.notFound(err, c)
@@ -30,8 +45,22 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	if patient.Deleted {
 		return gone(c, patient)
 	}
-	params := r.URL.Query()
-	applied := url.Values{}
+	parsed := &search.Parsed{Applied: url.Values{}}
+	for k := range params {
+		switch k {
+		case "_type", "_count", "_since", "_format", "_pretty", cursorParam:
+		case "start", "end":
+			parsed.Ignored = append(parsed.Ignored, search.Ignored{Param: k,
+				Reason: "this server does not filter $everything by care dates; every date is included"})
+		default:
+			parsed.Ignored = append(parsed.Ignored, search.Ignored{Param: k, Reason: "not a parameter of $everything"})
+		}
+	}
+	if len(parsed.Ignored) > 0 && preferStrict(r) {
+		slices.SortFunc(parsed.Ignored, func(a, b search.Ignored) int { return strings.Compare(a.Param, b.Param) })
+		ig := parsed.Ignored[0]
+		return outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)
+	}
 	types := slices.Clone(compartmentTypes())
 	// _type is 0..*: each value a comma-separated list, together their union.
 	if vs := params["_type"]; len(vs) > 0 {
@@ -48,14 +77,17 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 			}
 		}
 		types = want
-		applied["_type"] = vs
+		parsed.Applied["_type"] = vs
 	}
-	q := &search.Query{Types: types, Count: s.cfg.DefaultCount}
+	// What the compartment references comes with it (its practitioners,
+	// organizations, medications…), but never another patient.
+	q := &search.Query{Types: types, Count: s.cfg.DefaultCount, Include: []search.Include{{Param: "*"}}}
+	parsed.Query = q
 	if v := params.Get("_count"); v != "" {
 		if q.Count, err = s.pageCount(v, 0); err != nil {
 			return err
 		}
-		applied.Set("_count", v)
+		parsed.Applied.Set("_count", v)
 	}
 	var members []search.Match
 	for _, t := range types {
@@ -71,13 +103,70 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 		since := t.UnixMicro()
 		q.Where = append(q.Where, search.Clause{Param: "_since", Any: []search.Match{
 			{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpSa, Low: since, High: since}}})
-		applied.Set("_since", v)
+		parsed.Applied.Set("_since", v)
 	}
 	if err := s.authorizeSearch(ctx, q); err != nil {
 		return err
 	}
-	sr := searchRequest{params: params, path: "/Patient/" + c.id + "/$everything"}
-	return s.answerSearch(w, r, c, sr, &search.Parsed{Query: q, Applied: applied})
+	// The referenced resources obey _type and _since as the compartment
+	// does; another patient is never one of them.
+	since := params.Get("_since")
+	sinceT, _ := parseSince(since)
+	keep := func(v *store.Version) bool {
+		return (v.Type != "Patient" || v.ID == c.id) &&
+			(!params.Has("_type") || slices.Contains(types, v.Type)) &&
+			(since == "" || !v.LastUpdated.Before(sinceT))
+	}
+	sr := searchRequest{params: params, path: "/Patient/" + c.id + "/$everything", keep: keep}
+	return s.answerSearch(w, r, c, sr, parsed)
+}
+
+// operationParams reads the Parameters body of an operation invoked with
+// POST: each parameter's name with its primitive value as text.
+func (s *Server) operationParams(r *http.Request) (url.Values, error) {
+	body, err := s.readRaw(r)
+	if err != nil {
+		return nil, err
+	}
+	out := url.Values{}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return out, nil
+	}
+	var p struct {
+		ResourceType string                       `json:"resourceType"`
+		Parameter    []map[string]json.RawMessage `json:"parameter"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil || p.ResourceType != "Parameters" {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "the body of an operation must be a Parameters resource")
+	}
+	for i, m := range p.Parameter {
+		at := "Parameters.parameter[" + strconv.Itoa(i) + "]"
+		var name string
+		if err := json.Unmarshal(m["name"], &name); err != nil || name == "" {
+			return nil, outcome.New(http.StatusBadRequest, "required", "a parameter has no name", at+".name")
+		}
+		value, ok := "", false
+		for k, raw := range m {
+			if !strings.HasPrefix(k, "value") {
+				continue
+			}
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				break
+			}
+			switch v := v.(type) {
+			case string:
+				value, ok = v, true
+			case float64, bool:
+				value, ok = string(raw), true
+			}
+		}
+		if !ok {
+			return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" needs a primitive value[x]", at)
+		}
+		out.Add(name, value)
+	}
+	return out, nil
 }
 
 // compartmentTypes lists the resource types that can be in a Patient

@@ -331,6 +331,51 @@ func TestEverything(t *testing.T) {
 	t.Run("_since after every change", func(t *testing.T) {
 		expectIDs(t, "_since=2024-04-01", all(h.search(t, "/Patient/pat-muller/$everything?_since=2024-04-01T00:00:00Z")), nil)
 	})
+	// "any resources referenced from those" come with the compartment,
+	// as include entries, within _type.
+	t.Run("referenced resources", func(t *testing.T) {
+		got := h.search(t, "/Patient/pat-muller/$everything")
+		if !slices.Contains(got.included, "org-clinic") {
+			t.Errorf("$everything lacks org-clinic, the managingOrganization and serviceProvider: included %v", got.included)
+		}
+		for _, id := range []string{"org-acme", "org-other"} {
+			if slices.Contains(all(got), id) {
+				t.Errorf("$everything of pat-muller returned %s, which only other patients reference", id)
+			}
+		}
+		if got := all(h.search(t, "/Patient/pat-muller/$everything?_type=Encounter")); slices.Contains(got, "org-clinic") {
+			t.Errorf("_type=Encounter returned org-clinic: %v", got)
+		}
+	})
+	t.Run("POST with Parameters", func(t *testing.T) {
+		body := `{"resourceType":"Parameters","parameter":[{"name":"_type","valueCode":"Observation"},{"name":"_count","valueInteger":1}]}`
+		got := h.walk(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(body)))
+		expectIDs(t, "POST _type=Observation", all(got), idset("obs-mg-540", "obs-g"))
+		if len(got.pages) != 2 {
+			t.Errorf("%d pages, want 2 of _count=1", len(got.pages))
+		}
+		expectOutcome(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(`{"resourceType":"Patient"}`)), http.StatusBadRequest, "")
+		expectOutcome(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(`{"resourceType":"Parameters","parameter":[{"name":"_type"}]}`)), http.StatusBadRequest, "_type")
+	})
+	t.Run("start and end are reported, not applied", func(t *testing.T) {
+		got := h.search(t, "/Patient/pat-muller/$everything?start=2024-01-01&_type=Encounter")
+		expectIDs(t, "start", all(got), idset("enc-1"))
+		if b, _ := json.Marshal(got.outcomes); !bytes.Contains(b, []byte("start")) {
+			t.Errorf("no outcome names start: %s", b)
+		}
+		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?end=2024-01-01", nil, "Prefer", "handling=strict"), http.StatusBadRequest, "end")
+	})
+	t.Run("another patient referenced is left out", func(t *testing.T) {
+		obs := `{"resourceType":"Observation","id":"obs-other-performer","status":"final","code":{"text":"x"},` +
+			`"subject":{"reference":"Patient/pat-muller"},"performer":[{"reference":"Patient/pat-smith"}]}`
+		if r := h.with(t).do("PUT", "/Observation/obs-other-performer", []byte(obs)); r.status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		got := all(h.search(t, "/Patient/pat-muller/$everything"))
+		if !slices.Contains(got, "obs-other-performer") || slices.Contains(got, "pat-smith") {
+			t.Errorf("want obs-other-performer and not pat-smith: %v", got)
+		}
+	})
 	t.Run("errors", func(t *testing.T) {
 		expectOutcome(t, h.with(t).do("GET", "/Patient/nobody/$everything", nil), http.StatusNotFound, "")
 		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?_since=last-week", nil), http.StatusBadRequest, "_since")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,10 +28,11 @@ func (s *Server) parseOptions(strict bool) search.ParseOptions {
 
 // searchRequest is one search as the HTTP layer sees it.
 type searchRequest struct {
-	types  []string        // nil: system search
-	params url.Values      // query string and form body
-	path   string          // link path under the base, e.g. "/Patient" or "/Patient/1/Observation"
-	extra  []search.Clause // compartment restriction
+	types  []string                  // nil: system search
+	params url.Values                // query string and form body
+	path   string                    // link path under the base, e.g. "/Patient" or "/Patient/1/Observation"
+	extra  []search.Clause           // compartment restriction
+	keep   func(*store.Version) bool // nil, or which included resources the page keeps
 }
 
 // searchParams returns the parameters of a search: the query string, plus
@@ -152,6 +154,9 @@ func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, s
 		return err
 	}
 	page.Included = s.readable(ctx, page.Included)
+	if sr.keep != nil {
+		page.Included = slices.DeleteFunc(page.Included, func(v *store.Version) bool { return !sr.keep(v) })
+	}
 	writeBody(w, c.format, http.StatusOK, s.searchBundle(sr, parsed, page, scope))
 	return nil
 }

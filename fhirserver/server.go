@@ -192,6 +192,7 @@ func (s *Server) routes() []route {
 		{Patch, http.MethodPatch, typePath + "/{id}", s.patch},
 		{HistoryInstance, http.MethodGet, typePath + "/{id}/_history", s.history},
 		{"", http.MethodGet, typePath + "/{id}/$everything", s.everything},
+		{"", http.MethodPost, typePath + "/{id}/$everything", s.everything},
 		{"", http.MethodGet, typePath + "/{id}" + ctypePath, s.searchCompartment},
 		{VRead, http.MethodGet, typePath + "/{id}/_history/{vid}", s.vread},
 	}
