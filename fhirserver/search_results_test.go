@@ -214,6 +214,38 @@ func TestSummaryAndElements(t *testing.T) {
 			t.Errorf("no SUBSETTED tag: %v", res["meta"])
 		}
 	})
+	// isSummary applies inside the resource's backbone elements too;
+	// inside data types everything is summary but Attachment.data
+	// (ElementDefinition.isSummary).
+	t.Run("_summary=true in backbone elements", func(t *testing.T) {
+		hn := h.with(t)
+		obs := `{"resourceType":"Observation","id":"sum-bp","status":"final","code":{"text":"BP"},` +
+			`"component":[{"code":{"text":"systolic"},"valueQuantity":{"value":120,"unit":"mm[Hg]"},"interpretation":[{"text":"normal"}],` +
+			`"referenceRange":[{"text":"<140"}]}]}`
+		doc := `{"resourceType":"DocumentReference","id":"sum-doc","status":"current",` +
+			`"content":[{"attachment":{"contentType":"text/plain","data":"aGVsbG8=","title":"note"},"format":{"code":"urn:x"}}]}`
+		for _, c := range []struct{ path, body string }{{"/Observation/sum-bp", obs}, {"/DocumentReference/sum-doc", doc}} {
+			if r := hn.do("PUT", c.path, []byte(c.body)); r.status != http.StatusCreated {
+				t.Fatalf("PUT %s: %d %s", c.path, r.status, r.body)
+			}
+		}
+		res := onlyMatch(t, h, "/Observation?_id=sum-bp&_summary=true")
+		comp, _ := dig(res, "component", 0).(map[string]any)
+		if comp["code"] == nil || comp["valueQuantity"] == nil {
+			t.Errorf("component lost its summary elements: %v", comp)
+		}
+		if comp["interpretation"] != nil || comp["referenceRange"] != nil {
+			t.Errorf("component kept elements that are not summary: %v", comp)
+		}
+		res = onlyMatch(t, h, "/DocumentReference?_id=sum-doc&_summary=true")
+		att, _ := dig(res, "content", 0, "attachment").(map[string]any)
+		if att["data"] != nil || att["title"] != "note" || att["contentType"] != "text/plain" {
+			t.Errorf("attachment: want all but data, got %v", att)
+		}
+		if dig(res, "content", 0, "format", "code") != "urn:x" {
+			t.Errorf("content.format was removed: %v", res["content"])
+		}
+	})
 	t.Run("_elements with a choice element", func(t *testing.T) {
 		res := onlyMatch(t, h, "/Observation?_id=obs-mg-540&_elements=value")
 		if _, ok := res["valueQuantity"]; !ok {
