@@ -660,6 +660,10 @@ func TestSearchURIsAndMeta(t *testing.T) {
 		{"/ValueSet?url=http://acme.org/fhir", nil},
 		{"/ValueSet?url:below=http://acme.org/fhir/", idset("vs-123", "vs-456")},
 		{"/ValueSet?url:below=http://acme.org/fhir/ValueSet", idset("vs-123", "vs-456")},
+		// :below follows path segments, not characters.
+		{"/ValueSet?url:below=http://acme.org/fhir/Value", nil},
+		{"/ValueSet?url:below=http://acme.org/fhir/ValueSet/12", nil},
+		{"/ValueSet?url:below=http://acme.org/fhir/ValueSet/123", idset("vs-123")},
 		{"/ValueSet?url:above=http://acme.org/fhir/ValueSet/123/_history/5", idset("vs-123")},
 		{"/ValueSet?url:missing=false", idset("vs-123", "vs-456", "vs-other")},
 		{"/Patient?_id=pat-muller,pat-smith", idset("pat-muller", "pat-smith")},

@@ -189,7 +189,8 @@ func TestParseWhere(t *testing.T) {
 
 		// uri
 		{"uri", "ValueSet", params("url", "http://a.org/fhir/ValueSet/x"), []Clause{cl("url", keyM("url\x1fhttp://a.org/fhir/ValueSet/x"))}},
-		{"uri below", "ValueSet", params("url:below", "http://a.org/fhir"), []Clause{cl("url:below", prefixM("url\x1fhttp://a.org/fhir"))}},
+		{"uri below", "ValueSet", params("url:below", "http://a.org/fhir"), []Clause{cl("url:below", keyM("url\x1fhttp://a.org/fhir"), prefixM("url\x1fhttp://a.org/fhir/"))}},
+		{"uri below a folder", "ValueSet", params("url:below", "http://a.org/fhir/"), []Clause{cl("url:below", prefixM("url\x1fhttp://a.org/fhir/"))}},
 		{"uri above", "ValueSet", params("url:above", "http://a.org/fhir/ValueSet/x"), []Clause{cl("url:above", keyM(
 			"url\x1fhttp://a.org", "url\x1fhttp://a.org/", "url\x1fhttp://a.org/fhir", "url\x1fhttp://a.org/fhir/",
 			"url\x1fhttp://a.org/fhir/ValueSet", "url\x1fhttp://a.org/fhir/ValueSet/", "url\x1fhttp://a.org/fhir/ValueSet/x"))}},
@@ -302,6 +303,8 @@ func TestParseErrors(t *testing.T) {
 		{"Patient", params("gender:in", "http://example.org/ValueSet/unknown"), "gender:in"},
 		{"Observation", params("status:below", "http://example.org/cs|x"), "status:below"},
 		{"Observation", params("status:below", "final"), "status:below"},
+		{"ValueSet", params("url:below", "urn:oid:1.2.3"), "url:below"},
+		{"ValueSet", params("url:above", "urn:uuid:0f3b1c2d-0000-4000-8000-000000000001"), "url:above"},
 		{"Patient", params("identifier:of-type", "http://s|MR"), "identifier:of-type"},
 		{"Observation", params("subject", "Medication/1"), "subject"},
 		{"Observation", params("subject", "Foo/1"), "subject"},

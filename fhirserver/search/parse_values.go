@@ -138,7 +138,12 @@ func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error)
 		case "string":
 			m, err = stringMatch(p.Code, name, mod, v)
 		case "uri":
-			m, err = uriMatch(p.Code, name, mod, unescape(v))
+			ms, err := uriMatches(p.Code, name, mod, unescape(v))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ms...)
+			continue
 		case "number":
 			m, err = numberMatch(p.Code, name, v)
 		case "date":
@@ -169,18 +174,28 @@ func stringMatch(code, name, mod, v string) (Match, error) {
 	return Match{Op: OpKeyPrefix, Prefix: key(code, Normalize(v))}, nil
 }
 
-func uriMatch(code, name, mod, v string) (Match, error) {
+// uriMatches are the matches of a uri value. :below and :above follow the
+// path of a URL, segment by segment ("http://a.org/fhir" is below itself
+// and above "http://a.org/fhir/x", not "http://a.org/fhirx"); a URN has no
+// path to follow, so they refuse one.
+func uriMatches(code, name, mod, v string) ([]Match, error) {
+	if (mod == "below" || mod == "above") && !strings.Contains(v, "://") {
+		return nil, errf(name, ":"+mod+" follows the path of a URL; "+quote(v)+" is not a URL")
+	}
 	switch mod {
 	case "below":
-		return Match{Op: OpKeyPrefix, Prefix: key(code, v)}, nil
+		if strings.HasSuffix(v, "/") {
+			return []Match{{Op: OpKeyPrefix, Prefix: key(code, v)}}, nil
+		}
+		return []Match{{Op: OpKey, Keys: []string{key(code, v)}}, {Op: OpKeyPrefix, Prefix: key(code, v+"/")}}, nil
 	case "above":
 		var keys []string
 		for _, u := range uriAbove(v) {
 			keys = append(keys, key(code, u))
 		}
-		return Match{Op: OpKey, Keys: keys}, nil
+		return []Match{{Op: OpKey, Keys: keys}}, nil
 	}
-	return Match{Op: OpKey, Keys: []string{key(code, v)}}, nil
+	return []Match{{Op: OpKey, Keys: []string{key(code, v)}}}, nil
 }
 
 // uriAbove lists v and every prefix of it that ends just before or at a
