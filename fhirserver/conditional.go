@@ -38,17 +38,14 @@ func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*cri
 	if len(params) == 0 {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "a conditional interaction needs search criteria: filtering parameters, not only result parameters such as _count or _sort")
 	}
-	p, err := s.registry.Parse([]string{typ}, params, s.parseOptions(true))
+	// Criteria are a search: the caller needs the right to run it (on the
+	// type, and on every type a chain or _has reaches).
+	p, err := s.parseSearch(ctx, []string{typ}, params, true)
 	if err != nil {
 		return nil, err
 	}
 	q := p.Query
 	q.Count, q.Include, q.RevInclude, q.Sort, q.Total = limit, nil, nil, nil, search.TotalNone
-	// Criteria are a search: the caller needs the right to run it (on the
-	// type, and on every type a chain or _has reaches).
-	if err := s.authorizeSearch(ctx, q); err != nil {
-		return nil, err
-	}
 	// Encode sorts the parameters: the same criteria in another order
 	// take the same lock.
 	return &criteria{q: q, key: typ + "?" + params.Encode()}, nil

@@ -725,6 +725,36 @@ func TestSearchReferences(t *testing.T) {
 	})
 }
 
+// A bare id names a resource of any of the parameter's target types; when
+// resources of two of them have that id, the search cannot tell which is
+// meant and is refused, naming both.
+func TestSearchAmbiguousBareID(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	hn := h.with(t)
+	grp := `{"resourceType":"Group","id":"pat-muller","type":"person","actual":true}`
+	if r := hn.do("PUT", "/Group/pat-muller", []byte(grp)); r.status != http.StatusCreated {
+		t.Fatalf("PUT Group/pat-muller: %d %s", r.status, r.body)
+	}
+	r := hn.do("GET", "/Observation?subject=pat-muller", nil)
+	expectOutcome(t, r, http.StatusBadRequest, "subject")
+	if !bytes.Contains(r.body, []byte("Patient/pat-muller")) || !bytes.Contains(r.body, []byte("Group/pat-muller")) {
+		t.Errorf("the refusal does not name both resources: %s", r.body)
+	}
+	// The typed forms, and a parameter with one target type, are not ambiguous.
+	runSearchCases(t, h, []searchCase{
+		{"/Observation?subject=Patient/pat-muller", idset("obs-mg-540", "obs-g")},
+		{"/Observation?subject:Patient=pat-muller", idset("obs-mg-540", "obs-g")},
+		{"/Observation?patient=pat-muller", idset("obs-mg-540", "obs-g")},
+	})
+	// Conditional criteria are refused alike.
+	expectOutcome(t, hn.do("DELETE", "/Observation?subject=pat-muller", nil), http.StatusBadRequest, "subject")
+	// Once one of the two is deleted, the id is no longer ambiguous.
+	if r := hn.do("DELETE", "/Group/pat-muller", nil); r.status >= 300 {
+		t.Fatalf("DELETE Group/pat-muller: %d %s", r.status, r.body)
+	}
+	runSearchCases(t, h, []searchCase{{"/Observation?subject=pat-muller", idset("obs-mg-540", "obs-g")}})
+}
+
 // Searches see current versions only.
 func TestSearchSeesCurrentVersionsOnly(t *testing.T) {
 	h := newHarness(t)

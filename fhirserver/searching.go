@@ -3,6 +3,7 @@ package fhirserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -126,11 +127,8 @@ func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *ca
 // runSearch parses, runs and answers one search.
 func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
 	ctx := r.Context()
-	parsed, err := s.registry.Parse(sr.types, sr.params, s.parseOptions(preferStrict(r)))
+	parsed, err := s.parseSearch(ctx, sr.types, sr.params, preferStrict(r))
 	if err != nil {
-		return err
-	}
-	if err := s.authorizeSearch(ctx, parsed.Query); err != nil {
 		return err
 	}
 	return s.answerSearch(w, r, c, sr, parsed)
@@ -329,4 +327,53 @@ func (s *Server) readable(ctx context.Context, vs []*store.Version) []*store.Ver
 		}
 	}
 	return out
+}
+
+// parseSearch parses a search over types and checks it: the caller's
+// right to run it, and that no bare id is ambiguous.
+func (s *Server) parseSearch(ctx context.Context, types []string, params url.Values, strict bool) (*search.Parsed, error) {
+	parsed, err := s.registry.Parse(types, params, s.parseOptions(strict))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.authorizeSearch(ctx, parsed.Query); err != nil {
+		return nil, err
+	}
+	if err := s.checkBareIDs(ctx, parsed.Query); err != nil {
+		return nil, err
+	}
+	return parsed, nil
+}
+
+// checkBareIDs refuses a reference searched by a bare id ("subject=123")
+// when resources of two of the parameter's target types have that id: the
+// search cannot tell which one is meant, and would mix their matches.
+func (s *Server) checkBareIDs(ctx context.Context, q *search.Query) error {
+	for _, cl := range q.Where {
+		for _, m := range cl.Any {
+			if m.BareID == "" {
+				continue
+			}
+			var found []string
+			for _, k := range m.Keys {
+				_, ref, _ := strings.Cut(k, "\x1f")
+				typ, id, _ := strings.Cut(ref, "/")
+				v, err := s.db(ctx).Read(ctx, typ, id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				if !v.Deleted {
+					found = append(found, ref)
+				}
+			}
+			if len(found) > 1 {
+				return outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(cl.Param)+": the id "+quote(m.BareID)+
+					" names "+strings.Join(found, " and ")+"; give the type, e.g. "+cl.Param+"="+found[0])
+			}
+		}
+	}
+	return nil
 }

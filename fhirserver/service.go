@@ -139,14 +139,11 @@ func (s *Server) searchAll(ctx context.Context, typ string, params url.Values, l
 	if limit <= 0 {
 		limit = s.cfg.DefaultCount
 	}
-	parsed, err := s.registry.Parse([]string{typ}, params, s.parseOptions(true))
+	parsed, err := s.parseSearch(ctx, []string{typ}, params, true)
 	if err != nil {
 		return nil, err
 	}
 	q := parsed.Query
-	if err := s.authorizeSearch(ctx, q); err != nil {
-		return nil, err
-	}
 	q.Include, q.RevInclude, q.Total = nil, nil, search.TotalNone
 	q.Count = min(limit, s.cfg.MaxCount)
 	var out []*store.Version

@@ -43,6 +43,10 @@ func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([
 			for _, f := range forms {
 				keys = append(keys, key(p.Code, f))
 			}
+			if len(forms) > 1 {
+				out = append(out, Match{Op: OpKey, Keys: keys, BareID: unescape(v)})
+				continue
+			}
 		}
 		out = append(out, Match{Op: OpKey, Keys: keys})
 	}

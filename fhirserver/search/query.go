@@ -143,6 +143,10 @@ type Match struct {
 
 	// OpKey
 	Keys []string
+	// BareID is set when Keys are one id without a type, under each type
+	// the parameter may refer to ("subject=123"): the server refuses the
+	// search when the id names resources of two of them.
+	BareID string
 	// OpKeyPrefix, OpKeyContains
 	Prefix, Contains string
 
