@@ -164,7 +164,7 @@ func TestParseWhere(t *testing.T) {
 		// reference
 		{"reference Type/id", "Observation", params("subject", "Patient/123"), []Clause{cl("subject", keyM("subject\x1fPatient/123"))}},
 		{"reference version", "Observation", params("subject", "Patient/123/_history/2"), []Clause{cl("subject", keyM("subject\x1fPatient/123/_history/2"))}},
-		{"reference bare id, several targets", "Observation", params("subject", "123"), []Clause{cl("subject", keyM("subject\x1fGroup/123", "subject\x1fDevice/123", "subject\x1fPatient/123", "subject\x1fLocation/123"))}},
+		{"reference bare id, several targets", "Observation", params("subject", "123"), []Clause{cl("subject", Match{Op: OpKey, BareID: "123", Keys: []string{"subject\x1fGroup/123", "subject\x1fDevice/123", "subject\x1fPatient/123", "subject\x1fLocation/123"}})}},
 		{"reference bare id, one target", "Observation", params("patient", "123"), []Clause{cl("patient", keyM("patient\x1fPatient/123"))}},
 		{"reference type modifier", "Observation", params("subject:Patient", "123"), []Clause{cl("subject:Patient", keyM("subject\x1fPatient/123"))}},
 		{"reference own base", "Observation", params("subject", "https://kiln.test/fhir/Patient/1"), []Clause{cl("subject", keyM("subject\x1fPatient/1"))}},
