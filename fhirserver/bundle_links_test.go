@@ -18,12 +18,15 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 	doc := fmt.Sprintf(`{"resourceType":"DocumentReference","status":"current",`+
 		`"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\">For <a href=\"%s\">the patient</a></div>"},`+
 		`"subject":{"reference":%q},"content":[{"attachment":{"contentType":"text/plain","url":%q}}]}`, urnOf(2), urnOf(2), urnOf(1))
+	relObs := fmt.Sprintf(`{"resourceType":"Observation","status":"final","code":{"text":"Patient/rel-1"},"subject":{"reference":"Patient/rel-1"},`+
+		`"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"%s/Patient/rel-1\">p</a></div>"},`+
+		`"extension":[{"url":"http://example.org/seen","valueUri":"Patient/rel-1"}]}`, h.base)
 	b := bundleOf("transaction",
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Binary"}}`, urnOf(1), binary),
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Patient"}}`, urnOf(2), patientWith("links", "Linked")),
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"DocumentReference"}}`, urnOf(3), doc),
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Patient"}}`, h.base+"/Patient/rel-1", patientWith("rel", "Relative")),
-		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Observation"}}`, h.base+"/Observation/rel-2", observationOf("Patient/rel-1")),
+		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Observation"}}`, h.base+"/Observation/rel-2", relObs),
 	)
 	res := responseEntries(t, h.do("POST", "", b), "transaction-response")
 	expectStatuses(t, res, ints(201), ints(201), ints(201), ints(201), ints(201))
@@ -45,7 +48,21 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 		t.Fatalf("the POST kept the id of its fullUrl; the test needs a new one")
 	}
 	om, _ := h.readJSON(t, "Observation", ids[4])
-	if got := dig(om, "subject", "reference"); got != "Patient/"+ids[3] {
-		t.Errorf("Observation.subject = %v, want Patient/%s (the entry whose fullUrl is [base]/Patient/rel-1)", got, ids[3])
+	for _, c := range []struct {
+		what string
+		got  any
+	}{
+		{"Observation.subject", dig(om, "subject", "reference")},
+		{"extension valueUri", dig(om, "extension", 0, "valueUri")},
+	} {
+		if c.got != "Patient/"+ids[3] {
+			t.Errorf("%s = %v, want Patient/%s (the entry whose fullUrl is [base]/Patient/rel-1)", c.what, c.got, ids[3])
+		}
+	}
+	if got, _ := dig(om, "text", "div").(string); !strings.Contains(got, `href="Patient/`+ids[3]+`"`) {
+		t.Errorf("narrative %q does not link to Patient/%s", got, ids[3])
+	}
+	if got := dig(om, "code", "text"); got != "Patient/rel-1" {
+		t.Errorf("code.text (free text) = %v, want it kept", got)
 	}
 }

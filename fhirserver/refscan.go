@@ -5,19 +5,20 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
+	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // rewriteReferences replaces, at any depth, the string value of every
-// member named "reference" by ref(value), and the urn:uuid: and urn:oid:
-// links elsewhere by urn(link), when that is non-empty and different. The
-// links are string values of other members (uri, url, oid and uuid
-// elements) and the href and src attributes of a narrative's div; the
-// values of members id, value (an identifier's), fullUrl, and the
-// resource's own url (a canonical, at the top level) are names, not links,
-// and are kept. urn may be nil. The new values are spliced into the
+// member named "reference" by ref(value), and other links by link(value),
+// when that is non-empty and different. The other links are the values of
+// the members whose elements are of type uri, url, canonical, oid or uuid
+// wherever FHIR defines them (linkNames), except the resource's own url
+// (a canonical, at the top level), and the href and src attributes of a
+// narrative's div. link may be nil. The new values are spliced into the
 // original bytes, so member order, whitespace and everything else the
 // client sent are kept.
 //
@@ -25,15 +26,14 @@ import (
 // the document is scanned in full before any replacement, so a later
 // syntax error cannot follow a callback's side effects or errors. The
 // result is res itself when nothing changes.
-func rewriteReferences(res []byte, ref func(string) (string, error), urn func(string) string) ([]byte, error) {
+func rewriteReferences(res []byte, ref func(string) (string, error), link func(string) string) ([]byte, error) {
 	// A key spelt with escapes needs a backslash; without one, the
 	// literal must appear.
-	hasURN := urn != nil && bytes.Contains(res, []byte("urn:"))
-	if !hasURN && !bytes.Contains(res, []byte(`"reference"`)) && bytes.IndexByte(res, '\\') < 0 {
+	if link == nil && !bytes.Contains(res, []byte(`"reference"`)) && bytes.IndexByte(res, '\\') < 0 {
 		return res, nil
 	}
 	var buf [16]refSpan
-	spans, ok := scanReferences(res, buf[:0], hasURN)
+	spans, ok := scanReferences(res, buf[:0], link != nil)
 	if !ok {
 		return res, nil
 	}
@@ -53,11 +53,9 @@ func rewriteReferences(res []byte, ref func(string) (string, error), urn func(st
 				return nil, err
 			}
 		case linkValue:
-			if isURN(s) {
-				to = urn(s)
-			}
+			to = link(s)
 		case narrativeValue:
-			to = narrativeLinks(s, urn)
+			to = narrativeLinks(s, link)
 		}
 		if to == "" || to == s {
 			continue
@@ -75,16 +73,15 @@ func rewriteReferences(res []byte, ref func(string) (string, error), urn func(st
 	return append(out, res[last:]...), nil
 }
 
-func isURN(s string) bool {
-	return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:")
-}
+// narrativeAttr is an href or src attribute of a narrative.
+var narrativeAttr = regexp.MustCompile(`\b(?:href|src)\s*=\s*(?:"([^"]*)"|'([^']*)')`)
 
-// narrativeAttr is an href or src attribute whose value is a urn link.
-var narrativeAttr = regexp.MustCompile(`\b(?:href|src)\s*=\s*(?:"(urn:(?:uuid|oid):[^"]*)"|'(urn:(?:uuid|oid):[^']*)')`)
-
-// narrativeLinks is the XHTML div with the urn links of its href and src
-// attributes replaced by urn(link), or "" when none is.
-func narrativeLinks(div string, urn func(string) string) string {
+// narrativeLinks is the XHTML div with the links of its href and src
+// attributes replaced by link(value), or "" when none is.
+func narrativeLinks(div string, link func(string) string) string {
+	if !strings.Contains(div, "href") && !strings.Contains(div, "src") {
+		return ""
+	}
 	changed := false
 	out := narrativeAttr.ReplaceAllStringFunc(div, func(attr string) string {
 		m := narrativeAttr.FindStringSubmatchIndex(attr)
@@ -92,7 +89,7 @@ func narrativeLinks(div string, urn func(string) string) string {
 		if at < 0 {
 			at, end = m[4], m[5]
 		}
-		to := urn(attr[at:end])
+		to := link(attr[at:end])
 		if to == "" || strings.ContainsAny(to, `"'<&`) {
 			return attr
 		}
@@ -185,9 +182,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				case refValue:
 					spans = append(spans, refSpan{i, end, kind})
 				case linkValue, narrativeValue:
-					if s := b[i:end]; bytes.Contains(s, []byte("urn:")) || bytes.IndexByte(s, '\\') >= 0 {
-						spans = append(spans, refSpan{i, end, kind})
-					}
+					spans = append(spans, refSpan{i, end, kind})
 				}
 				i = end
 				mode = afterValue
@@ -364,13 +359,75 @@ func keyKind(raw []byte, topLevel, links bool) valueKind {
 	switch {
 	case key == "reference":
 		return refValue
-	case !links, key == "id", key == "value", key == "fullUrl", key == "url" && topLevel:
+	case !links, key == "url" && topLevel, key == "id", key == "value", key == "fullUrl":
 		return otherValue
 	case key == "div":
 		return narrativeValue
+	case linkNames()[key]:
+		return linkValue
 	}
-	return linkValue
+	return otherValue
 }
+
+// linkTypes are the FHIR types whose values are links.
+var linkTypes = map[string]bool{"uri": true, "url": true, "canonical": true, "oid": true, "uuid": true}
+
+// linkNames are the JSON member names that FHIR gives mostly to elements
+// of a link type, in all resources and data types: "system", "url",
+// "valueUri", "instantiatesCanonical"… (Coding.system, not
+// ContactPoint.system's codes; Attachment.url and the canonical urls, not
+// TestScript's one string url). Free text and codes (display, text, code,
+// linkId…) are not links, and keyKind leaves out the names of the resource
+// itself (id, an identifier's value, fullUrl, its own url).
+var linkNames = sync.OnceValue(func() map[string]bool {
+	votes := map[string]int{} // by name: link-typed elements less the others
+	seen := map[string]bool{}
+	var visit func(typ string)
+	visit = func(typ string) {
+		if seen[typ] {
+			return
+		}
+		seen[typ] = true
+		sd, ok := profiles.TypeDefinition(typ)
+		if !ok {
+			return
+		}
+		for i := range sd.Elements {
+			e := &sd.Elements[i]
+			cut := strings.LastIndexByte(e.Path, '.')
+			if cut < 0 {
+				continue
+			}
+			last := e.Path[cut+1:]
+			base, choice := strings.CutSuffix(last, "[x]")
+			for _, t := range e.Type {
+				if t.Code == "" {
+					continue
+				}
+				name := last
+				if choice {
+					name = base + strings.ToUpper(t.Code[:1]) + t.Code[1:]
+				}
+				if linkTypes[t.Code] {
+					votes[name]++
+				} else if !strings.HasPrefix(t.Code, "http://hl7.org/fhirpath/") {
+					votes[name]--
+				}
+				visit(t.Code)
+			}
+		}
+	}
+	for _, t := range profiles.ResourceTypes() {
+		visit(t)
+	}
+	names := map[string]bool{}
+	for name, v := range votes {
+		if v > 0 {
+			names[name] = true
+		}
+	}
+	return names
+})
 
 // unquoteJSON decodes a quoted JSON string as encoding/json does (invalid
 // UTF-8 and lone surrogates become U+FFFD).

@@ -137,7 +137,10 @@ func TestRewriteLinks(t *testing.T) {
 			`{"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"Patient/1\">p</a><img src='Practitioner/2'/><a href=\"urn:uuid:zz\">x</a> urn:uuid:a</div>"}}`},
 		{"narrative link whose replacement would need escaping is kept",
 			`{"text":{"div":"<div><a href=\"urn:uuid:escapes\">x</a></div>"}}`, ""},
-		{"escaped link", `{"x":"urn:uuid:\u0061"}`, `{"x":"Patient/1"}`},
+		{"escaped link", `{"valueUri":"urn:uuid:\u0061"}`, `{"valueUri":"Patient/1"}`},
+		{"free text and codes are not links",
+			`{"code":{"text":"urn:uuid:a","coding":[{"system":"urn:uuid:b","code":"urn:uuid:a","display":"urn:uuid:a"}]},"item":[{"linkId":"urn:uuid:a"}],"note":[{"text":"urn:uuid:a"}]}`,
+			`{"code":{"text":"urn:uuid:a","coding":[{"system":"Practitioner/2","code":"urn:uuid:a","display":"urn:uuid:a"}]},"item":[{"linkId":"urn:uuid:a"}],"note":[{"text":"urn:uuid:a"}]}`},
 		{"names are kept",
 			`{"resourceType":"ValueSet","id":"urn:uuid:a","url":"urn:uuid:a","identifier":[{"system":"urn:ietf:rfc:3986","value":"urn:uuid:a"}],"fullUrl":"urn:uuid:a"}`, ""},
 		{"a contained resource's url is a link",
@@ -217,7 +220,7 @@ func rewriteAny(res []byte, replace func(string) (string, error), urn func(strin
 			if to := narrativeLinks(s, urn); to != "" {
 				return to
 			}
-		case strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:"):
+		default:
 			if to := urn(s); to != "" {
 				return to
 			}
@@ -253,7 +256,7 @@ func rewriteAny(res []byte, replace func(string) (string, error), urn func(strin
 					}
 					continue
 				}
-				if k == "reference" || k == "id" || k == "value" || k == "fullUrl" || k == "url" && top {
+				if k != "div" && !linkNames()[k] || k == "id" || k == "value" || k == "fullUrl" || k == "url" && top {
 					walk(v, false)
 					continue
 				}
@@ -309,7 +312,7 @@ func FuzzRewriteReferences(f *testing.F) {
 		`{"reference":"\ud800","reference":"ok"}`,
 		`{"reference":"urn:uuid:ab"`,
 		`[{"reference":"ab"}]`,
-		`{"url":"urn:uuid:ab","x":["urn:oid:1.2",["urn:uuid:abcd"]],"text":{"div":"<a href='urn:uuid:abc'>x</a>"},"c":[{"url":"urn:uuid:ab"}]}`,
+		`{"url":"urn:uuid:ab","instantiatesUri":["urn:oid:1.2",["urn:uuid:abcd"]],"text":{"div":"<a href='urn:uuid:abc'>x</a>"},"c":[{"url":"urn:uuid:ab","display":"urn:uuid:ab"}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -291,8 +291,21 @@ func (rw *rewriter) rewrite(ctx context.Context, res []byte, fullURL string) ([]
 	return rewriteReferences(res, func(ref string) (string, error) {
 		return rw.target(ctx, ref, base)
 	}, func(link string) string {
-		return rw.fullURLs[link]
+		return rw.link(link, base)
 	})
+}
+
+// link is what a link other than a reference becomes (a uri element, a
+// narrative's href): the Type/id of the entry whose fullUrl it is, given
+// in full or relative to base; else "" to leave it.
+func (rw *rewriter) link(s, base string) string {
+	if to, ok := rw.fullURLs[s]; ok {
+		return to
+	}
+	if typ, id, ok := strings.Cut(s, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
+		return rw.fullURLs[base+"/"+s]
+	}
+	return ""
 }
 
 // restBase is the service base of a RESTful resource URL
@@ -321,7 +334,7 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 		return "", outcome.New(http.StatusBadRequest, "not-found", "the reference "+quote(ref)+" names no entry of the Bundle")
 	}
 	if typ, id, ok := strings.Cut(ref, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
-		return rw.fullURLs[base+"/"+ref], nil
+		return rw.link(ref, base), nil
 	}
 	typ, query, ok := strings.Cut(ref, "?")
 	if !ok || !profiles.IsResourceType(typ) {
