@@ -195,6 +195,9 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 			continue
 		}
 		body, ct, err := entryBody(method, e.Resource)
+		if err == nil {
+			err = independent(body)
+		}
 		if err != nil {
 			results[i] = failed(err)
 			continue
@@ -203,6 +206,21 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 	}
 	writeBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
 	return nil
+}
+
+// independent refuses a batch entry's resource that refers to another
+// entry by a urn: a batch's entries are processed independently, so the
+// reference would be stored unresolved (the specification asks servers to
+// check that batch entries have no such dependencies).
+func independent(res []byte) error {
+	_, err := rewriteReferences(res, func(ref string) (string, error) {
+		if strings.HasPrefix(ref, "urn:uuid:") || strings.HasPrefix(ref, "urn:oid:") {
+			return "", outcome.New(http.StatusBadRequest, "invalid", "the reference "+quote(ref)+
+				" names another entry; the entries of a batch are independent (send a transaction to link them)")
+		}
+		return "", nil
+	}, nil)
+	return err
 }
 
 // processingOrder is the specification's order of a transaction's entries:

@@ -172,3 +172,50 @@ func TestTransactionResponseLastModifiedIsExact(t *testing.T) {
 		}
 	}
 }
+
+// The outcome of a transaction does not depend on the order of its
+// entries: each case is sent in both orders, on a fresh server.
+func TestTransactionConditionalOutcomeIgnoresOrder(t *testing.T) {
+	amb := "Patient?identifier=urn:kiln:test|amb"
+	tests := []struct {
+		name   string
+		seed   []byte // a Patient written before the transaction, if set
+		a, b   string
+		status int
+	}{
+		{"a conditional reference to what a plain create makes is not resolved by it",
+			nil, postEntry(3, "Observation", observationOf("Patient?identifier=urn:kiln:test|b1")), postEntry(1, "Patient", patientWith("b1", "Plain")),
+			http.StatusPreconditionFailed},
+		{"a conditional reference that the transaction makes ambiguous",
+			patientWith("amb", "Seed"), postEntry(3, "Observation", observationOf(amb)), condCreate(1, patientWith("amb", "New"), "identifier=urn:kiln:test|amb&family=New"),
+			http.StatusBadRequest},
+		{"a conditional create of a resource its criteria do not match",
+			nil, condCreate(1, patientWith("b3-other", "X"), "identifier=urn:kiln:test|b3"), postEntry(2, "Patient", patientWith("b3", "Y")),
+			http.StatusBadRequest},
+		{"a conditional reference resolved before the transaction",
+			patientWith("amb", "Seed"), postEntry(3, "Observation", observationOf(amb)), postEntry(1, "Patient", patientWith("other", "Other")),
+			http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, order := range [][]string{{tc.a, tc.b}, {tc.b, tc.a}} {
+				h := newHarness(t)
+				needsTransactions(t, h)
+				if tc.seed != nil {
+					h.create(t, "Patient", tc.seed)
+				}
+				before := h.historyCount(t)
+				r := h.do("POST", "", bundleOf("transaction", order...))
+				if r.status != tc.status {
+					t.Fatalf("status %d, want %d; %.500s", r.status, tc.status, r.body)
+				}
+				if r.status != http.StatusOK {
+					expectOutcome(t, r, tc.status, "")
+					if after := h.historyCount(t); after != before {
+						t.Errorf("the failed transaction wrote %d versions", after-before)
+					}
+				}
+			}
+		})
+	}
+}

@@ -66,3 +66,22 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 		t.Errorf("code.text (free text) = %v, want it kept", got)
 	}
 }
+
+// A batch's entries are independent: one that refers to another entry by
+// its urn fails (400), instead of storing a reference nothing resolves;
+// the other entries are processed.
+func TestBatchEntryReferringToAnotherFails(t *testing.T) {
+	h := newHarness(t)
+	b := bundleOf("batch",
+		postEntry(1, "Patient", patientWith("batch-dep", "Dep")),
+		postEntry(2, "Observation", observationOf(urnOf(1))),
+	)
+	res := responseEntries(t, h.do("POST", "", b), "batch-response")
+	expectStatuses(t, res, ints(201), ints(400))
+	if !strings.Contains(fmt.Sprint(res[1].outcome), urnOf(1)) {
+		t.Errorf("the outcome does not name the reference: %v", res[1].outcome)
+	}
+	if got := h.matchIDs(t, "Observation", "subject="+urnOf(1)); len(got) != 0 {
+		t.Errorf("an Observation with the unresolved reference was stored: %v", got)
+	}
+}

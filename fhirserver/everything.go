@@ -145,10 +145,13 @@ func (s *Server) operationParams(r *http.Request) (url.Values, error) {
 		if err := json.Unmarshal(m["name"], &name); err != nil || name == "" {
 			return nil, outcome.New(http.StatusBadRequest, "required", "a parameter has no name", at+".name")
 		}
-		value, ok := "", false
+		value, ok, n := "", false, 0
 		for k, raw := range m {
 			if !strings.HasPrefix(k, "value") {
 				continue
+			}
+			if n++; n > 1 {
+				return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" has more than one value[x]", at)
 			}
 			var v any
 			if err := json.Unmarshal(raw, &v); err != nil {

@@ -1,6 +1,7 @@
 package fhirserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -35,11 +36,15 @@ type rewriter struct {
 	noLookup    bool // fail with errNeedsLookup rather than search
 }
 
-// conditionCheck is the criteria of a conditional create or update, which
-// must still match at most one resource once every entry is applied.
+// conditionCheck is the criteria of a conditional create or update, or of
+// a conditional reference, checked once every entry is applied: they must
+// match at most one resource, and that one must be sole when set (what a
+// conditional reference or an entry's conditional create resolved to).
 type conditionCheck struct {
 	entry int
 	crit  *criteria
+	sole  string
+	what  string // "its conditional criteria", "the conditional reference …"
 }
 
 func newRewriter(s *Server, tx store.Tx) *rewriter {
@@ -142,7 +147,6 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				if err != nil {
 					return entryError(i, err)
 				}
-				rw.checks = append(rw.checks, conditionCheck{i, crit})
 				prior, planned := rw.conditional[crit.key]
 				if len(found) == 1 {
 					prior, planned = typ+"/"+found[0].ID, true
@@ -150,6 +154,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				if planned {
 					// Nothing is written: the entry answers with the
 					// resource that matches.
+					rw.checks = append(rw.checks, conditionCheck{i, crit, "", "its conditional criteria"})
 					rw.expect[i] = prior
 					if e.FullURL != "" {
 						rw.fullURLs[e.FullURL] = prior
@@ -161,6 +166,8 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				target = typ + "/" + id
 				rw.conditional[crit.key] = target
 				rw.expect[i] = target
+				// What it creates must be what its criteria find.
+				rw.checks = append(rw.checks, conditionCheck{i, crit, target, "its conditional criteria"})
 				break
 			}
 			id := newID(rw.s.cfg.Now())
@@ -175,7 +182,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if err != nil {
 				return entryError(i, err)
 			}
-			rw.checks = append(rw.checks, conditionCheck{i, crit})
+			sole := ""
 			if prior, ok := rw.conditional[crit.key]; ok {
 				target = prior // created or updated by an entry before: refused by claim
 			} else if len(found) == 1 {
@@ -187,7 +194,9 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				}
 				rw.assigned[i] = id
 				target = typ + "/" + id
+				sole = target
 			}
+			rw.checks = append(rw.checks, conditionCheck{i, crit, sole, "its conditional criteria"})
 			rw.conditional[crit.key] = target
 			rw.expect[i] = target
 		default:
@@ -200,6 +209,51 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 		rw.ids[i] = tid
 		if e.FullURL != "" {
 			rw.fullURLs[e.FullURL] = target
+		}
+	}
+	return rw.resolveConditionalReferences(ctx, entries, gone)
+}
+
+// resolveConditionalReferences resolves the conditional references of the
+// entries' resources as the transaction is planned: to a conditional
+// create or update of the Bundle with the same criteria, else against the
+// store as it was before the transaction (less what its deletes remove),
+// so that no entry's place in the Bundle changes what they name. verify
+// checks that each still names its one resource once every entry is
+// applied.
+func (rw *rewriter) resolveConditionalReferences(ctx context.Context, entries []entryIn, gone map[string]bool) error {
+	for i := range entries {
+		e := &entries[i]
+		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) ||
+			bytes.IndexByte(e.Resource, '?') < 0 {
+			continue
+		}
+		_, err := rewriteReferences(e.Resource, func(ref string) (string, error) {
+			typ, query, ok := strings.Cut(ref, "?")
+			if !ok || !profiles.IsResourceType(typ) {
+				return "", nil
+			}
+			crit, err := rw.s.criteria(ctx, typ, query, 2)
+			if err != nil {
+				return "", err
+			}
+			if _, ok := rw.conditional[crit.key]; ok {
+				return "", nil
+			}
+			crit, found, err := rw.matchLive(ctx, typ, query, gone)
+			if err != nil {
+				return "", err
+			}
+			if len(found) == 0 {
+				return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
+			}
+			to := typ + "/" + found[0].ID
+			rw.conditional[crit.key] = to
+			rw.checks = append(rw.checks, conditionCheck{i, crit, to, "the conditional reference " + quote(ref)})
+			return "", nil
+		}, nil)
+		if err != nil {
+			return entryError(i, err)
 		}
 	}
 	return nil
@@ -234,7 +288,7 @@ func (rw *rewriter) applied(i int, res entryResult) error {
 		return nil
 	}
 	return outcome.New(http.StatusBadRequest, "invalid",
-		"the conditional criteria matched "+want+" before the transaction and "+res.ref+
+		"the conditional criteria were to resolve to "+want+" but found "+res.ref+
 			" when the entry was applied: another entry of the transaction creates or changes a resource they match")
 }
 
@@ -249,10 +303,15 @@ func (rw *rewriter) verify(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if len(found) > 1 {
+		switch {
+		case len(found) > 1:
 			return entryError(c.entry, outcome.New(http.StatusBadRequest, "invalid",
-				"once the transaction is applied, its conditional criteria match "+found[0].Type+"/"+found[0].ID+" and "+
-					found[1].Type+"/"+found[1].ID+": other entries create resources they match"))
+				"once the transaction is applied, "+c.what+" match "+found[0].Type+"/"+found[0].ID+" and "+
+					found[1].Type+"/"+found[1].ID+": other entries create or change resources they match"))
+		case c.sole != "" && (len(found) == 0 || found[0].Type+"/"+found[0].ID != c.sole):
+			return entryError(c.entry, outcome.New(http.StatusBadRequest, "invalid",
+				"once the transaction is applied, "+c.what+" no longer find "+c.sole+", which they resolved to: "+
+					"a conditional create or update must match its own criteria, and no entry may change what a conditional reference names"))
 		}
 	}
 	return nil

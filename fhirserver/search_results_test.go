@@ -388,6 +388,7 @@ func TestEverything(t *testing.T) {
 		}
 		expectOutcome(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(`{"resourceType":"Patient"}`)), http.StatusBadRequest, "")
 		expectOutcome(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(`{"resourceType":"Parameters","parameter":[{"name":"_type"}]}`)), http.StatusBadRequest, "_type")
+		expectOutcome(t, h.with(t).do("POST", "/Patient/pat-muller/$everything", []byte(`{"resourceType":"Parameters","parameter":[{"name":"_count","valueInteger":2,"valueString":"3"}]}`)), http.StatusBadRequest, "_count")
 	})
 	t.Run("start and end are reported, not applied", func(t *testing.T) {
 		got := h.search(t, "/Patient/pat-muller/$everything?start=2024-01-01&_type=Encounter")
