@@ -5,11 +5,13 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -30,9 +32,35 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
+	body, err := s.shaped(r, c, v)
+	if err != nil {
+		return err
+	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, v.Body)
+	writeBody(w, c.format, http.StatusOK, body)
 	return nil
+}
+
+// shaped is a read's body with the _summary and _elements the request
+// asks for (R4 allows both on read and vread).
+func (s *Server) shaped(r *http.Request, c *call, v *store.Version) ([]byte, error) {
+	q, sel := r.URL.Query(), url.Values{}
+	for _, k := range []string{"_summary", "_elements"} {
+		if vs, ok := q[k]; ok {
+			sel[k] = vs
+		}
+	}
+	if len(sel) == 0 {
+		return v.Body, nil
+	}
+	p, err := s.registry.Parse([]string{c.typ}, sel, s.parseOptions(true))
+	if err != nil {
+		return nil, err
+	}
+	if p.Query.Summary == search.SummaryCount {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read")
+	}
+	return shape(c.typ, v.Body, p.Query.Summary, p.Query.Elements), nil
 }
 
 func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -50,8 +78,12 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 	if v.Deleted {
 		return gone(c, v)
 	}
+	body, err := s.shaped(r, c, v)
+	if err != nil {
+		return err
+	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, v.Body)
+	writeBody(w, c.format, http.StatusOK, body)
 	return nil
 }
 

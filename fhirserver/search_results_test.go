@@ -246,6 +246,21 @@ func TestSummaryAndElements(t *testing.T) {
 			t.Errorf("content.format was removed: %v", res["content"])
 		}
 	})
+	t.Run("read and vread take _summary and _elements", func(t *testing.T) {
+		hn := h.with(t)
+		for _, path := range []string{"/Patient/pat-muller", "/Patient/pat-muller/_history/1"} {
+			r := hn.do("GET", path+"?_summary=true", nil)
+			if r.status != http.StatusOK || bytes.Contains(r.body, []byte("maritalStatus")) || !bytes.Contains(r.body, []byte("SUBSETTED")) {
+				t.Errorf("%s?_summary=true: %d %s", path, r.status, r.body)
+			}
+			r = hn.do("GET", path+"?_elements=birthDate", nil)
+			if r.status != http.StatusOK || bytes.Contains(r.body, []byte(`"name"`)) || !bytes.Contains(r.body, []byte("birthDate")) {
+				t.Errorf("%s?_elements=birthDate: %d %s", path, r.status, r.body)
+			}
+		}
+		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=count", nil), http.StatusBadRequest, "")
+		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=maybe", nil), http.StatusBadRequest, "_summary")
+	})
 	t.Run("_elements with a choice element", func(t *testing.T) {
 		res := onlyMatch(t, h, "/Observation?_id=obs-mg-540&_elements=value")
 		if _, ok := res["valueQuantity"]; !ok {
