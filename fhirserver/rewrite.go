@@ -229,28 +229,8 @@ func (rw *rewriter) resolveConditionalReferences(ctx context.Context, entries []
 			continue
 		}
 		_, err := rewriteReferences(e.Resource, func(ref string) (string, error) {
-			typ, query, ok := strings.Cut(ref, "?")
-			if !ok || !profiles.IsResourceType(typ) {
-				return "", nil
-			}
-			crit, err := rw.s.criteria(ctx, typ, query, 2)
-			if err != nil {
-				return "", err
-			}
-			if _, ok := rw.conditional[crit.key]; ok {
-				return "", nil
-			}
-			crit, found, err := rw.matchLive(ctx, typ, query, gone)
-			if err != nil {
-				return "", err
-			}
-			if len(found) == 0 {
-				return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
-			}
-			to := typ + "/" + found[0].ID
-			rw.conditional[crit.key] = to
-			rw.checks = append(rw.checks, conditionCheck{i, crit, to, "the conditional reference " + quote(ref)})
-			return "", nil
+			_, err := rw.conditionalTarget(ctx, ref, gone, i)
+			return "", err
 		}, nil)
 		if err != nil {
 			return entryError(i, err)
@@ -303,13 +283,19 @@ func (rw *rewriter) verify(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		fail := func(err error) error {
+			if c.entry < 0 {
+				return err
+			}
+			return entryError(c.entry, err)
+		}
 		switch {
 		case len(found) > 1:
-			return entryError(c.entry, outcome.New(http.StatusBadRequest, "invalid",
+			return fail(outcome.New(http.StatusBadRequest, "invalid",
 				"once the transaction is applied, "+c.what+" match "+found[0].Type+"/"+found[0].ID+" and "+
 					found[1].Type+"/"+found[1].ID+": other entries create or change resources they match"))
 		case c.sole != "" && (len(found) == 0 || found[0].Type+"/"+found[0].ID != c.sole):
-			return entryError(c.entry, outcome.New(http.StatusBadRequest, "invalid",
+			return fail(outcome.New(http.StatusBadRequest, "invalid",
 				"once the transaction is applied, "+c.what+" no longer find "+c.sole+", which they resolved to: "+
 					"a conditional create or update must match its own criteria, and no entry may change what a conditional reference names"))
 		}
@@ -395,12 +381,19 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 	if typ, id, ok := strings.Cut(ref, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
 		return rw.link(ref, base), nil
 	}
+	return rw.conditionalTarget(ctx, ref, nil, -1)
+}
+
+// conditionalTarget is what conditional reference ref names ("" when ref
+// is not one): the resource a conditional create or update of the Bundle
+// with the same criteria resolved to, else the one match in the store,
+// less the resources in gone. A match is recorded with entry (-1: not
+// known), for verify to check once every entry is applied.
+func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[string]bool, entry int) (string, error) {
 	typ, query, ok := strings.Cut(ref, "?")
 	if !ok || !profiles.IsResourceType(typ) {
 		return "", nil
 	}
-	// The criteria of a conditional create or update of this transaction
-	// name the resource that entry resolved to, wherever the entries are.
 	crit, err := rw.s.criteria(ctx, typ, query, 2)
 	if err != nil {
 		return "", err
@@ -408,15 +401,15 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 	if to, ok := rw.conditional[crit.key]; ok {
 		return to, nil
 	}
-	found, err := rw.lookup(ctx, crit.q)
+	crit, found, err := rw.matchLive(ctx, typ, query, gone)
 	if err != nil {
 		return "", err
-	}
-	if len(found) > 1 {
-		return "", notSelective(typ, len(found))
 	}
 	if len(found) == 0 {
 		return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
 	}
-	return typ + "/" + found[0].ID, nil
+	to := typ + "/" + found[0].ID
+	rw.conditional[crit.key] = to
+	rw.checks = append(rw.checks, conditionCheck{entry, crit, to, "the conditional reference " + quote(ref)})
+	return to, nil
 }
