@@ -62,21 +62,27 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 		return outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)
 	}
 	types := slices.Clone(compartmentTypes())
-	// _type is 0..*: each value a comma-separated list, together their union.
+	// _type is 0..*: each value a comma-separated list, together their
+	// union. Types outside the compartment (Practitioner, Medication…)
+	// come only as resources the compartment's ones reference.
+	var want []string
 	if vs := params["_type"]; len(vs) > 0 {
-		var want []string
 		for _, v := range vs {
 			for _, t := range strings.Split(v, ",") {
 				t = strings.TrimSpace(t)
-				if !slices.Contains(types, t) {
-					return outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type of the Patient compartment")
+				if !profiles.IsResourceType(t) {
+					return outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type")
 				}
 				if !slices.Contains(want, t) {
 					want = append(want, t)
 				}
 			}
 		}
-		types = want
+		types = slices.DeleteFunc(slices.Clone(want), func(t string) bool { return !slices.Contains(compartmentTypes(), t) })
+		if len(types) == 0 {
+			return outcome.New(http.StatusBadRequest, "invalid", "_type must name at least one resource type of the Patient compartment; "+
+				"the others come with it only as the resources it references")
+		}
 		parsed.Applied["_type"] = vs
 	}
 	// What the compartment references comes with it (its practitioners,
@@ -114,7 +120,7 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	sinceT, _ := parseSince(since)
 	keep := func(v *store.Version) bool {
 		return (v.Type != "Patient" || v.ID == c.id) &&
-			(!params.Has("_type") || slices.Contains(types, v.Type)) &&
+			(want == nil || slices.Contains(want, v.Type)) &&
 			(since == "" || !v.LastUpdated.Before(sinceT))
 	}
 	sr := searchRequest{params: params, path: "/Patient/" + c.id + "/$everything", keep: keep}

@@ -393,6 +393,11 @@ func TestEverything(t *testing.T) {
 		if got := all(h.search(t, "/Patient/pat-muller/$everything?_type=Encounter")); slices.Contains(got, "org-clinic") {
 			t.Errorf("_type=Encounter returned org-clinic: %v", got)
 		}
+		// A referenced type may be asked for with the compartment types
+		// that reference it, not alone.
+		expectIDs(t, "_type=Encounter,Organization", all(h.search(t, "/Patient/pat-muller/$everything?_type=Encounter,Organization")), idset("enc-1", "org-clinic"))
+		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?_type=Organization", nil), http.StatusBadRequest, "_type")
+		expectOutcome(t, h.with(t).do("GET", "/Patient/pat-muller/$everything?_type=Nonsense", nil), http.StatusBadRequest, "_type")
 	})
 	t.Run("POST with Parameters", func(t *testing.T) {
 		body := `{"resourceType":"Parameters","parameter":[{"name":"_type","valueCode":"Observation"},{"name":"_count","valueInteger":1}]}`
