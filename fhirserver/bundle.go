@@ -319,6 +319,12 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 				ectx = withEntryInfo(ectx, *infos[p.i])
 			}
 			res := s.dispatch(ectx, r, p.method, p.rel, e, body, ct)
+			if _, planned := rw.expect[p.i]; planned && res.status == http.StatusPreconditionFailed {
+				// The criteria matched at most one resource when the
+				// transaction was planned: the others are its own.
+				return entryError(p.i, outcome.New(http.StatusBadRequest, "invalid",
+					"the conditional criteria match several resources once the entries before it are applied: other entries create or change resources they match"))
+			}
 			if res.status >= 400 {
 				return entryFailed(p.i, res)
 			}

@@ -116,6 +116,10 @@ func TestTransactionConditionalConflictsFail(t *testing.T) {
 			condUpdate(1, patientWith("twice", "First"), "identifier=urn:kiln:test|twice"),
 			condUpdate(2, patientWith("twice", "Second"), "identifier=urn:kiln:test|twice"),
 		}},
+		{"a conditional update that other entries make ambiguous", []string{
+			postEntry(1, "Patient", patientWith("seeded", "Plain")),
+			condUpdate(2, patientWith("seeded", "Updated"), "identifier=urn:kiln:test|seeded"),
+		}},
 		{"a conditional update matching what a create before it made", []string{
 			postEntry(1, "Patient", patientWith("twice", "Plain")),
 			condUpdate(2, patientWith("twice", "Updated"), "identifier=urn:kiln:test|twice"),
@@ -125,6 +129,7 @@ func TestTransactionConditionalConflictsFail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			needsTransactions(t, h)
+			h.create(t, "Patient", patientWith("seeded", "Seed"))
 			before := h.historyCount(t)
 			r := h.do("POST", "", bundleOf("transaction", tc.entries...))
 			expectOutcome(t, r, http.StatusBadRequest, "")
