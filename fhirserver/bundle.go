@@ -213,13 +213,26 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 // reference would be stored unresolved (the specification asks servers to
 // check that batch entries have no such dependencies).
 func independent(res []byte) error {
+	isURN := func(s string) bool { return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:") }
+	refuse := func(link string) error {
+		return outcome.New(http.StatusBadRequest, "invalid", "the link "+quote(link)+
+			" is a urn, which only resolves to another entry within a transaction; the entries of a batch are independent")
+	}
+	var urnLink string
 	_, err := rewriteReferences(res, func(ref string) (string, error) {
-		if strings.HasPrefix(ref, "urn:uuid:") || strings.HasPrefix(ref, "urn:oid:") {
-			return "", outcome.New(http.StatusBadRequest, "invalid", "the reference "+quote(ref)+
-				" names another entry; the entries of a batch are independent (send a transaction to link them)")
+		if isURN(ref) {
+			return "", refuse(ref)
 		}
 		return "", nil
-	}, nil)
+	}, func(link string) string {
+		if urnLink == "" && isURN(link) {
+			urnLink = link
+		}
+		return ""
+	})
+	if err == nil && urnLink != "" {
+		err = refuse(urnLink)
+	}
 	return err
 }
 

@@ -38,14 +38,20 @@ func TestTransactionConditionalEntriesResolveAlike(t *testing.T) {
 		want [][]int
 	}{
 		{"two creates with the same criteria create one resource", []string{
-			condCreate(1, patientWith("alike", "First"), "identifier=urn:kiln:test|alike"),
-			condCreate(2, patientWith("alike", "Second"), "identifier=urn:kiln:test|alike"),
+			condCreate(1, patientWith("alike", "Same"), "identifier=urn:kiln:test|alike"),
+			condCreate(2, patientWith("alike", "Same"), "identifier=urn:kiln:test|alike"),
 			postEntry(3, "Observation", observationOf(urnOf(1))),
 			postEntry(4, "Observation", observationOf(urnOf(2))),
 		}, [][]int{ints(201), ints(200), ints(201), ints(201)}},
 		{"the same criteria in another order", []string{
 			condCreate(1, patientWith("alike", "Same"), "identifier=urn:kiln:test|alike&family=Same"),
 			condCreate(2, patientWith("alike", "Same"), "family=Same&identifier=urn:kiln:test%7Calike"),
+			postEntry(3, "Observation", observationOf(urnOf(1))),
+			postEntry(4, "Observation", observationOf(urnOf(2))),
+		}, [][]int{ints(201), ints(200), ints(201), ints(201)}},
+		{"repeats of a parameter in another order", []string{
+			condCreate(1, patientWith("alike", "Same"), "identifier=urn:kiln:test|alike&family=Same&family=Sa"),
+			condCreate(2, patientWith("alike", "Same"), "family=Sa&identifier=urn:kiln:test|alike&family=Same"),
 			postEntry(3, "Observation", observationOf(urnOf(1))),
 			postEntry(4, "Observation", observationOf(urnOf(2))),
 		}, [][]int{ints(201), ints(200), ints(201), ints(201)}},
@@ -111,6 +117,10 @@ func TestTransactionConditionalConflictsFail(t *testing.T) {
 		{"a conditional create and a conditional update with the same criteria", []string{
 			condCreate(1, patientWith("twice", "Created"), "identifier=urn:kiln:test|twice"),
 			condUpdate(2, patientWith("twice", "Updated"), "identifier=urn:kiln:test|twice"),
+		}},
+		{"two creates with the same criteria and different resources", []string{
+			condCreate(1, patientWith("twice", "First"), "identifier=urn:kiln:test|twice"),
+			condCreate(2, patientWith("twice", "Second"), "identifier=urn:kiln:test|twice"),
 		}},
 		{"two conditional updates with the same criteria", []string{
 			condUpdate(1, patientWith("twice", "First"), "identifier=urn:kiln:test|twice"),
@@ -197,6 +207,16 @@ func TestTransactionConditionalOutcomeIgnoresOrder(t *testing.T) {
 		{"a conditional create of a resource its criteria do not match",
 			nil, condCreate(1, patientWith("b3-other", "X"), "identifier=urn:kiln:test|b3"), postEntry(2, "Patient", patientWith("b3", "Y")),
 			http.StatusBadRequest},
+		{"a conditional update that takes its resource out of a conditional reference's criteria",
+			patientWith("amb", "Seed"), condUpdate(1, patientWith("amb-moved", "Seed"), "identifier=urn:kiln:test|amb"), postEntry(3, "Observation", observationOf(amb)),
+			http.StatusBadRequest},
+		{"a delete by id and a conditional delete of one resource",
+			patientWith("amb", "Seed"), `{"request":{"method":"DELETE","url":"Patient?identifier=urn:kiln:test|amb"}}`, `{"request":{"method":"DELETE","url":"Patient/seed-1"}}`,
+			http.StatusBadRequest},
+		{"a conditional update and an update by id creating another match",
+			patientWith("amb", "Seed"), condUpdate(1, patientWith("amb", "Updated"), "identifier=urn:kiln:test|amb"),
+			`{"resource":` + string(withID(patientWith("amb", "ByID"), "byid-1")) + `,"request":{"method":"PUT","url":"Patient/byid-1"}}`,
+			http.StatusBadRequest},
 		{"a conditional reference resolved before the transaction",
 			patientWith("amb", "Seed"), postEntry(3, "Observation", observationOf(amb)), postEntry(1, "Patient", patientWith("other", "Other")),
 			http.StatusOK},
@@ -207,7 +227,9 @@ func TestTransactionConditionalOutcomeIgnoresOrder(t *testing.T) {
 				h := newHarness(t)
 				needsTransactions(t, h)
 				if tc.seed != nil {
-					h.create(t, "Patient", tc.seed)
+					if r := h.do("PUT", "/Patient/seed-1", withID(tc.seed, "seed-1")); r.status != http.StatusCreated {
+						t.Fatalf("seed: %d %s", r.status, r.body)
+					}
 				}
 				before := h.historyCount(t)
 				r := h.do("POST", "", bundleOf("transaction", order...))

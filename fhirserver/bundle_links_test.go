@@ -20,7 +20,7 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 		`"subject":{"reference":%q},"content":[{"attachment":{"contentType":"text/plain","url":%q}}]}`, urnOf(2), urnOf(2), urnOf(1))
 	relObs := fmt.Sprintf(`{"resourceType":"Observation","status":"final","code":{"text":"Patient/rel-1"},"subject":{"reference":"Patient/rel-1"},`+
 		`"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"%s/Patient/rel-1\">p</a></div>"},`+
-		`"extension":[{"url":"http://example.org/seen","valueUri":"Patient/rel-1"}]}`, h.base)
+		`"extension":[{"url":"http://example.org/seen","valueUri":"Patient/rel-1"}],"focus":[{"reference":"Patient/rel-1/_history/1"}]}`, h.base)
 	b := bundleOf("transaction",
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Binary"}}`, urnOf(1), binary),
 		fmt.Sprintf(`{"fullUrl":%q,"resource":%s,"request":{"method":"POST","url":"Patient"}}`, urnOf(2), patientWith("links", "Linked")),
@@ -54,6 +54,7 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 	}{
 		{"Observation.subject", dig(om, "subject", "reference")},
 		{"extension valueUri", dig(om, "extension", 0, "valueUri")},
+		{"focus (version-specific)", strings.TrimSuffix(fmt.Sprint(dig(om, "focus", 0, "reference")), "/_history/1")},
 	} {
 		if c.got != "Patient/"+ids[3] {
 			t.Errorf("%s = %v, want Patient/%s (the entry whose fullUrl is [base]/Patient/rel-1)", c.what, c.got, ids[3])
@@ -72,12 +73,14 @@ func TestTransactionReplacesLinksToEntries(t *testing.T) {
 // the other entries are processed.
 func TestBatchEntryReferringToAnotherFails(t *testing.T) {
 	h := newHarness(t)
+	doc := fmt.Sprintf(`{"resourceType":"DocumentReference","status":"current","content":[{"attachment":{"contentType":"text/plain","url":%q}}]}`, urnOf(1))
 	b := bundleOf("batch",
 		postEntry(1, "Patient", patientWith("batch-dep", "Dep")),
 		postEntry(2, "Observation", observationOf(urnOf(1))),
+		postEntry(3, "DocumentReference", []byte(doc)),
 	)
 	res := responseEntries(t, h.do("POST", "", b), "batch-response")
-	expectStatuses(t, res, ints(201), ints(400))
+	expectStatuses(t, res, ints(201), ints(400), ints(400))
 	if !strings.Contains(fmt.Sprint(res[1].outcome), urnOf(1)) {
 		t.Errorf("the outcome does not name the reference: %v", res[1].outcome)
 	}

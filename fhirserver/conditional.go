@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -33,7 +34,11 @@ func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*cri
 	for k := range params {
 		if k == "_format" || k == "_pretty" || search.IsResultParam(k) {
 			params.Del(k)
+			continue
 		}
+		// Repeats of a parameter are ANDed: their order is no part of
+		// the criteria (nor of the lock key).
+		slices.Sort(params[k])
 	}
 	if len(params) == 0 {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "a conditional interaction needs search criteria: filtering parameters, not only result parameters such as _count or _sort")

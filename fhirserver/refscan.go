@@ -372,11 +372,12 @@ func keyKind(raw []byte, topLevel, links bool) valueKind {
 // linkTypes are the FHIR types whose values are links.
 var linkTypes = map[string]bool{"uri": true, "url": true, "canonical": true, "oid": true, "uuid": true}
 
-// linkNames are the JSON member names that FHIR gives mostly to elements
-// of a link type, in all resources and data types: "system", "url",
-// "valueUri", "instantiatesCanonical"… (Coding.system, not
-// ContactPoint.system's codes; Attachment.url and the canonical urls, not
-// TestScript's one string url). Free text and codes (display, text, code,
+// linkNames are the JSON member names that FHIR gives mostly to
+// primitive elements of a link type, in all resources and data types:
+// "system", "url", "valueUri", "instantiatesCanonical", "derivedFrom",
+// "address", "endpoint"… (Coding.system, not ContactPoint.system's codes;
+// Attachment.url and the canonical urls, not TestScript's one string url;
+// Endpoint.address, which no other primitive shares). Free text and codes (display, text, code,
 // linkId…) are not links, and keyKind leaves out the names of the resource
 // itself (id, an identifier's value, fullUrl, its own url).
 var linkNames = sync.OnceValue(func() map[string]bool {
@@ -408,9 +409,12 @@ var linkNames = sync.OnceValue(func() map[string]bool {
 				if choice {
 					name = base + strings.ToUpper(t.Code[:1]) + t.Code[1:]
 				}
-				if linkTypes[t.Code] {
+				// Only primitives vote: an element of a complex type
+				// (Reference, Address…) holds an object, never a string.
+				switch c := t.Code[0]; {
+				case linkTypes[t.Code]:
 					votes[name]++
-				} else if !strings.HasPrefix(t.Code, "http://hl7.org/fhirpath/") {
+				case 'a' <= c && c <= 'z':
 					votes[name]--
 				}
 				visit(t.Code)

@@ -37,14 +37,17 @@ type rewriter struct {
 }
 
 // conditionCheck is the criteria of a conditional create or update, or of
-// a conditional reference, checked once every entry is applied: they must
-// match at most one resource, and that one must be sole when set (what a
-// conditional reference or an entry's conditional create resolved to).
+// a conditional reference, checked once every entry is applied: they may
+// match no resource but target (what they resolved to), and must still
+// match target when sole (a conditional reference, a conditional create,
+// or an update that creates; an update may take its resource out of its
+// own criteria).
 type conditionCheck struct {
-	entry int
-	crit  *criteria
-	sole  string
-	what  string // "its conditional criteria", "the conditional reference …"
+	entry  int
+	crit   *criteria
+	target string
+	sole   bool
+	what   string // "its conditional criteria", "the conditional reference …"
 }
 
 func newRewriter(s *Server, tx store.Tx) *rewriter {
@@ -89,7 +92,8 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			seenURL[u] = i
 		}
 	}
-	gone := map[string]bool{} // Type/id → deleted by a delete entry
+	gone := map[string]bool{}   // Type/id → deleted by a delete entry
+	created := map[string]int{} // criteria key → the conditional create entry that creates
 	order := make([]int, 0, len(entries))
 	for i := range entries {
 		if entries[i].Request != nil {
@@ -127,9 +131,6 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			}
 			for _, m := range found {
 				ref := m.Type + "/" + m.ID
-				if gone[ref] {
-					continue
-				}
 				if err := claim(i, ref); err != nil {
 					return err
 				}
@@ -150,11 +151,14 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				prior, planned := rw.conditional[crit.key]
 				if len(found) == 1 {
 					prior, planned = typ+"/"+found[0].ID, true
+				} else if j, ok := created[crit.key]; planned && ok && !bytes.Equal(entries[j].Resource, e.Resource) {
+					return outcome.New(http.StatusBadRequest, "invalid", "entries "+strconv.Itoa(j)+" and "+strconv.Itoa(i)+
+						" are conditional creates with the same criteria but different resources; which one is created would depend on their order")
 				}
 				if planned {
 					// Nothing is written: the entry answers with the
 					// resource that matches.
-					rw.checks = append(rw.checks, conditionCheck{i, crit, "", "its conditional criteria"})
+					rw.checks = append(rw.checks, conditionCheck{i, crit, prior, true, "its conditional criteria"})
 					rw.expect[i] = prior
 					if e.FullURL != "" {
 						rw.fullURLs[e.FullURL] = prior
@@ -165,9 +169,10 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				rw.assigned[i] = id
 				target = typ + "/" + id
 				rw.conditional[crit.key] = target
+				created[crit.key] = i
 				rw.expect[i] = target
 				// What it creates must be what its criteria find.
-				rw.checks = append(rw.checks, conditionCheck{i, crit, target, "its conditional criteria"})
+				rw.checks = append(rw.checks, conditionCheck{i, crit, target, true, "its conditional criteria"})
 				break
 			}
 			id := newID(rw.s.cfg.Now())
@@ -182,7 +187,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if err != nil {
 				return entryError(i, err)
 			}
-			sole := ""
+			sole := false
 			if prior, ok := rw.conditional[crit.key]; ok {
 				target = prior // created or updated by an entry before: refused by claim
 			} else if len(found) == 1 {
@@ -194,9 +199,9 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				}
 				rw.assigned[i] = id
 				target = typ + "/" + id
-				sole = target
+				sole = true
 			}
-			rw.checks = append(rw.checks, conditionCheck{i, crit, sole, "its conditional criteria"})
+			rw.checks = append(rw.checks, conditionCheck{i, crit, target, sole, "its conditional criteria"})
 			rw.conditional[crit.key] = target
 			rw.expect[i] = target
 		default:
@@ -289,15 +294,17 @@ func (rw *rewriter) verify(ctx context.Context) error {
 			}
 			return entryError(c.entry, err)
 		}
-		switch {
-		case len(found) > 1:
+		for _, v := range found {
+			if ref := v.Type + "/" + v.ID; ref != c.target {
+				return fail(outcome.New(http.StatusBadRequest, "invalid",
+					"once the transaction is applied, "+c.what+" match "+ref+" besides "+c.target+
+						", which they resolved to: other entries create or change resources they match"))
+			}
+		}
+		if c.sole && len(found) == 0 {
 			return fail(outcome.New(http.StatusBadRequest, "invalid",
-				"once the transaction is applied, "+c.what+" match "+found[0].Type+"/"+found[0].ID+" and "+
-					found[1].Type+"/"+found[1].ID+": other entries create or change resources they match"))
-		case c.sole != "" && (len(found) == 0 || found[0].Type+"/"+found[0].ID != c.sole):
-			return fail(outcome.New(http.StatusBadRequest, "invalid",
-				"once the transaction is applied, "+c.what+" no longer find "+c.sole+", which they resolved to: "+
-					"a conditional create or update must match its own criteria, and no entry may change what a conditional reference names"))
+				"once the transaction is applied, "+c.what+" no longer find "+c.target+", which they resolved to: "+
+					"a conditional create must match its own criteria, and no entry may change what a conditional reference names"))
 		}
 	}
 	return nil
@@ -347,6 +354,12 @@ func (rw *rewriter) link(s, base string) string {
 	if to, ok := rw.fullURLs[s]; ok {
 		return to
 	}
+	if head, version, ok := strings.Cut(s, "/_history/"); ok {
+		if to := rw.link(head, base); to != "" {
+			return to + "/_history/" + version
+		}
+		return ""
+	}
 	if typ, id, ok := strings.Cut(s, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
 		return rw.fullURLs[base+"/"+s]
 	}
@@ -378,7 +391,7 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 	if strings.HasPrefix(ref, "urn:uuid:") || strings.HasPrefix(ref, "urn:oid:") {
 		return "", outcome.New(http.StatusBadRequest, "not-found", "the reference "+quote(ref)+" names no entry of the Bundle")
 	}
-	if typ, id, ok := strings.Cut(ref, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
+	if !strings.Contains(ref, "?") {
 		return rw.link(ref, base), nil
 	}
 	return rw.conditionalTarget(ctx, ref, nil, -1)
@@ -399,6 +412,9 @@ func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[
 		return "", err
 	}
 	if to, ok := rw.conditional[crit.key]; ok {
+		if entry >= 0 { // planning: the entry must leave it alone
+			rw.checks = append(rw.checks, conditionCheck{entry, crit, to, true, "the conditional reference " + quote(ref)})
+		}
 		return to, nil
 	}
 	crit, found, err := rw.matchLive(ctx, typ, query, gone)
@@ -410,6 +426,6 @@ func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[
 	}
 	to := typ + "/" + found[0].ID
 	rw.conditional[crit.key] = to
-	rw.checks = append(rw.checks, conditionCheck{entry, crit, to, "the conditional reference " + quote(ref)})
+	rw.checks = append(rw.checks, conditionCheck{entry, crit, to, true, "the conditional reference " + quote(ref)})
 	return to, nil
 }
