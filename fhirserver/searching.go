@@ -332,7 +332,9 @@ func (s *Server) readable(ctx context.Context, vs []*store.Version) []*store.Ver
 // parseSearch parses a search over types and checks it: the caller's
 // right to run it, and that no bare id is ambiguous.
 func (s *Server) parseSearch(ctx context.Context, types []string, params url.Values, strict bool) (*search.Parsed, error) {
-	parsed, err := s.registry.Parse(types, params, s.parseOptions(strict))
+	opts := s.parseOptions(strict)
+	opts.Terminology = heldTerminology{ctx, s}
+	parsed, err := s.registry.Parse(types, params, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -376,4 +378,45 @@ func (s *Server) checkBareIDs(ctx context.Context, q *search.Query) error {
 		}
 	}
 	return nil
+}
+
+// heldTerminology is the ValueSets and CodeSystems written to the server,
+// for :in, :not-in, :above and :below: the current resource whose url is
+// the canonical asked for (a |version is ignored, as for the built-in
+// ones). Reading them needs no grant: they hold no patient data.
+type heldTerminology struct {
+	ctx context.Context
+	s   *Server
+}
+
+func (h heldTerminology) find(typ, canonical string) []byte {
+	canonical, _, _ = strings.Cut(canonical, "|")
+	p, err := h.s.registry.Parse([]string{typ}, url.Values{"url": {canonical}}, h.s.parseOptions(false))
+	if err != nil {
+		return nil
+	}
+	p.Query.Count = 1
+	page, err := h.s.db(h.ctx).Search(h.ctx, p.Query)
+	if err != nil || len(page.Matches) == 0 {
+		return nil
+	}
+	return page.Matches[0].Body
+}
+
+func (h heldTerminology) ValueSet(canonical string) (*profiles.ValueSet, bool) {
+	b := h.find("ValueSet", canonical)
+	if b == nil {
+		return nil, false
+	}
+	vs, err := profiles.ParseValueSet(b)
+	return vs, err == nil
+}
+
+func (h heldTerminology) CodeSystem(canonical string) (*profiles.CodeSystem, bool) {
+	b := h.find("CodeSystem", canonical)
+	if b == nil {
+		return nil, false
+	}
+	cs, err := profiles.ParseCodeSystem(b)
+	return cs, err == nil
 }

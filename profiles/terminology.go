@@ -1,6 +1,9 @@
 package profiles
 
-import "sync"
+import (
+	"encoding/json"
+	"sync"
+)
 
 // The embedded terminology covers the ValueSets that elements of the core
 // StructureDefinitions bind to with strength required, the ValueSets those
@@ -137,6 +140,26 @@ func decodeTerminology() (*termSet, error) {
 		t.codeSystems[cs.URL] = cs
 	}
 	return t, nil
+}
+
+// ParseCodeSystem reads a CodeSystem resource (as a server stores one),
+// ready for Lookup.
+func ParseCodeSystem(b []byte) (*CodeSystem, error) {
+	var cs CodeSystem
+	if err := json.Unmarshal(b, &cs); err != nil {
+		return nil, err
+	}
+	cs.index()
+	return &cs, nil
+}
+
+// ParseValueSet reads a ValueSet resource (as a server stores one).
+func ParseValueSet(b []byte) (*ValueSet, error) {
+	var vs ValueSet
+	if err := json.Unmarshal(b, &vs); err != nil {
+		return nil, err
+	}
+	return &vs, nil
 }
 
 // ValueSetByURL returns the embedded ValueSet with the given canonical URL,

@@ -43,6 +43,9 @@ type ParseOptions struct {
 	// Now is the reference instant of the ap prefix on dates (zero: the
 	// current time).
 	Now time.Time
+	// Terminology is the ValueSets and CodeSystems the server holds (nil:
+	// the built-in ones only).
+	Terminology Terminology
 }
 
 // Parsed is the result of Parse.

@@ -597,7 +597,7 @@ func TestConceptSetFilters(t *testing.T) {
 		{f("in", "final,unknown,bogus"), []string{"final", "unknown"}},
 		{f("=", "final"), []string{"final"}},
 	} {
-		got, err := conceptSet("vs", tt.cs, 0)
+		got, err := terms{}.conceptSet("vs", tt.cs, 0)
 		if err != nil {
 			t.Errorf("%+v: %v", tt.cs, err)
 			continue
@@ -616,17 +616,17 @@ func TestConceptSetFilters(t *testing.T) {
 		{System: "http://example.org/not-here"},
 		{ValueSet: []string{"http://example.org/ValueSet/none"}},
 	} {
-		if _, err := conceptSet("vs", cs, 0); err == nil {
+		if _, err := (terms{}).conceptSet("vs", cs, 0); err == nil {
 			t.Errorf("%+v: no error", cs)
 		}
 	}
 	// An include of ValueSets only is their expansion; with a system, the
 	// intersection.
-	got, err := conceptSet("vs", profiles.ConceptSet{ValueSet: []string{"http://hl7.org/fhir/ValueSet/administrative-gender"}}, 0)
+	got, err := terms{}.conceptSet("vs", profiles.ConceptSet{ValueSet: []string{"http://hl7.org/fhir/ValueSet/administrative-gender"}}, 0)
 	if err != nil || len(got) != 4 {
 		t.Errorf("valueSet include: %v %v", got, err)
 	}
-	got, err = conceptSet("vs", profiles.ConceptSet{System: gender, Concept: []profiles.ConceptReference{{Code: "male"}, {Code: "x"}},
+	got, err = terms{}.conceptSet("vs", profiles.ConceptSet{System: gender, Concept: []profiles.ConceptReference{{Code: "male"}, {Code: "x"}},
 		ValueSet: []string{"http://hl7.org/fhir/ValueSet/administrative-gender"}}, 0)
 	if err != nil || !reflect.DeepEqual(got, []string{gender + "|male"}) {
 		t.Errorf("intersection: %v %v", got, err)

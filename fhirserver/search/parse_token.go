@@ -95,7 +95,7 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 			f := unescape(parts[0]) + "|" + unescape(parts[1]) + "|" + unescape(parts[2])
 			out = append(out, Match{Op: OpKey, Keys: []string{key(p.Code+":of-type", f)}})
 		case "in", "not-in":
-			codes, err := expandValueSet(unescape(v), 0)
+			codes, err := ps.terms().expandValueSet(unescape(v), 0)
 			if err != nil {
 				return nil, errf(name, err.Error())
 			}
@@ -109,7 +109,7 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 			}
 			out = append(out, Match{Op: OpKey, Keys: keys})
 		case "above", "below":
-			codes, err := hierarchy(name, mod, v)
+			codes, err := ps.terms().hierarchy(name, mod, v)
 			if err != nil {
 				return nil, err
 			}
@@ -130,13 +130,13 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 // hierarchy resolves system|code for :above and :below in a CodeSystem
 // this server holds: the code and its ancestors, or the code and its
 // descendants, as "system|code" forms.
-func hierarchy(name, mod, v string) ([]string, error) {
+func (t terms) hierarchy(name, mod, v string) ([]string, error) {
 	parts := splitEsc(v, '|')
 	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
 		return nil, errf(name, ":"+mod+" takes system|code: "+quote(v))
 	}
 	system, code := unescape(parts[0]), unescape(parts[1])
-	cs, ok := profiles.CodeSystemByURL(system)
+	cs, ok := t.codeSystem(system)
 	if !ok {
 		return nil, errf(name, ":"+mod+" needs a CodeSystem known to this server, not "+quote(system))
 	}
@@ -197,11 +197,11 @@ func (e expandError) Error() string { return string(e) }
 // compose over CodeSystems this server holds. A ValueSet that is unknown,
 // or that draws on a CodeSystem or filter this server cannot evaluate, is
 // an error: answering with fewer codes would be silently wrong.
-func expandValueSet(url string, depth int) ([]string, error) {
+func (t terms) expandValueSet(url string, depth int) ([]string, error) {
 	if depth > 8 {
 		return nil, expandError("ValueSet " + quote(url) + " includes itself")
 	}
-	vs, ok := profiles.ValueSetByURL(url)
+	vs, ok := t.valueSet(url)
 	if !ok {
 		return nil, expandError("unknown ValueSet " + quote(url))
 	}
@@ -219,7 +219,7 @@ func expandValueSet(url string, depth int) ([]string, error) {
 		walk(vs.Expansion.Contains)
 	} else if vs.Compose != nil {
 		for _, inc := range vs.Compose.Include {
-			codes, err := conceptSet(url, inc, depth)
+			codes, err := t.conceptSet(url, inc, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -228,7 +228,7 @@ func expandValueSet(url string, depth int) ([]string, error) {
 			}
 		}
 		for _, exc := range vs.Compose.Exclude {
-			codes, err := conceptSet(url, exc, depth)
+			codes, err := t.conceptSet(url, exc, depth)
 			if err != nil {
 				return nil, err
 			}
@@ -252,7 +252,7 @@ func expandValueSet(url string, depth int) ([]string, error) {
 }
 
 // conceptSet evaluates one compose include or exclude.
-func conceptSet(url string, cs profiles.ConceptSet, depth int) ([]string, error) {
+func (t terms) conceptSet(url string, cs profiles.ConceptSet, depth int) ([]string, error) {
 	var codes []string
 	have := false
 	if cs.System != "" {
@@ -262,7 +262,7 @@ func conceptSet(url string, cs profiles.ConceptSet, depth int) ([]string, error)
 				codes = append(codes, cs.System+"|"+c.Code)
 			}
 		} else {
-			sys, ok := profiles.CodeSystemByURL(cs.System)
+			sys, ok := t.codeSystem(cs.System)
 			if !ok || sys.Content == "not-present" {
 				return nil, expandError("ValueSet " + quote(url) + " draws on CodeSystem " + quote(cs.System) + ", which this server does not hold")
 			}
@@ -273,7 +273,7 @@ func conceptSet(url string, cs profiles.ConceptSet, depth int) ([]string, error)
 		}
 	}
 	for _, ref := range cs.ValueSet {
-		sub, err := expandValueSet(ref, depth+1)
+		sub, err := t.expandValueSet(ref, depth+1)
 		if err != nil {
 			return nil, err
 		}
