@@ -389,34 +389,26 @@ type heldTerminology struct {
 	s   *Server
 }
 
-func (h heldTerminology) find(typ, canonical string) []byte {
+// held reads the current resource of typ whose url is canonical with parse.
+func held[T any](h heldTerminology, typ, canonical string, parse func([]byte) (*T, error)) (*T, bool) {
 	canonical, _, _ = strings.Cut(canonical, "|")
 	p, err := h.s.registry.Parse([]string{typ}, url.Values{"url": {canonical}}, h.s.parseOptions(false))
 	if err != nil {
-		return nil
+		return nil, false
 	}
 	p.Query.Count = 1
 	page, err := h.s.db(h.ctx).Search(h.ctx, p.Query)
 	if err != nil || len(page.Matches) == 0 {
-		return nil
+		return nil, false
 	}
-	return page.Matches[0].Body
+	v, err := parse(page.Matches[0].Body)
+	return v, err == nil
 }
 
 func (h heldTerminology) ValueSet(canonical string) (*profiles.ValueSet, bool) {
-	b := h.find("ValueSet", canonical)
-	if b == nil {
-		return nil, false
-	}
-	vs, err := profiles.ParseValueSet(b)
-	return vs, err == nil
+	return held(h, "ValueSet", canonical, profiles.ParseValueSet)
 }
 
 func (h heldTerminology) CodeSystem(canonical string) (*profiles.CodeSystem, bool) {
-	b := h.find("CodeSystem", canonical)
-	if b == nil {
-		return nil, false
-	}
-	cs, err := profiles.ParseCodeSystem(b)
-	return cs, err == nil
+	return held(h, "CodeSystem", canonical, profiles.ParseCodeSystem)
 }
