@@ -217,6 +217,12 @@ func TestTransactionConditionalOutcomeIgnoresOrder(t *testing.T) {
 			patientWith("amb", "Seed"), condUpdate(1, patientWith("amb", "Updated"), "identifier=urn:kiln:test|amb"),
 			`{"resource":` + string(withID(patientWith("amb", "ByID"), "byid-1")) + `,"request":{"method":"PUT","url":"Patient/byid-1"}}`,
 			http.StatusBadRequest},
+		{"a conditional patch and an update by id creating another match",
+			patientWith("amb", "Seed"),
+			`{"resource":{"resourceType":"Parameters","parameter":[{"name":"operation","part":[{"name":"type","valueCode":"replace"},` +
+				`{"name":"path","valueString":"Patient.gender"},{"name":"value","valueCode":"female"}]}]},"request":{"method":"PATCH","url":"Patient?identifier=urn:kiln:test|amb"}}`,
+			`{"resource":` + string(withID(patientWith("amb", "ByID"), "byid-2")) + `,"request":{"method":"PUT","url":"Patient/byid-2"}}`,
+			http.StatusBadRequest},
 		{"a conditional reference resolved before the transaction",
 			patientWith("amb", "Seed"), postEntry(3, "Observation", observationOf(amb)), postEntry(1, "Patient", patientWith("other", "Other")),
 			http.StatusOK},

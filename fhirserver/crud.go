@@ -20,6 +20,10 @@ import (
 const maxCASAttempts = 32
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
+	shaped, err := s.shaping(r, c)
+	if err != nil {
+		return err
+	}
 	v, err := s.db(r.Context()).Read(r.Context(), c.typ, c.id)
 	if err != nil {
 		return s.notFound(err, c)
@@ -32,18 +36,15 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-	body, err := s.shaped(r, c, v)
-	if err != nil {
-		return err
-	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, body)
+	writeBody(w, c.format, http.StatusOK, shaped(v.Body))
 	return nil
 }
 
-// shaped is a read's body with the _summary and _elements the request
-// asks for (R4 allows both on read and vread).
-func (s *Server) shaped(r *http.Request, c *call, v *store.Version) ([]byte, error) {
+// shaping reads the _summary and _elements of a read (R4 allows both on
+// read and vread), before the resource is: a malformed one is a 400
+// whether or not the resource exists. It returns what they do to a body.
+func (s *Server) shaping(r *http.Request, c *call) (func([]byte) []byte, error) {
 	q, sel := r.URL.Query(), url.Values{}
 	for _, k := range []string{"_summary", "_elements"} {
 		if vs, ok := q[k]; ok {
@@ -51,7 +52,7 @@ func (s *Server) shaped(r *http.Request, c *call, v *store.Version) ([]byte, err
 		}
 	}
 	if len(sel) == 0 {
-		return v.Body, nil
+		return func(b []byte) []byte { return b }, nil
 	}
 	p, err := s.registry.Parse([]string{c.typ}, sel, s.parseOptions(true))
 	if err != nil {
@@ -60,13 +61,17 @@ func (s *Server) shaped(r *http.Request, c *call, v *store.Version) ([]byte, err
 	if p.Query.Summary == search.SummaryCount {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read")
 	}
-	return shape(c.typ, v.Body, p.Query.Summary, p.Query.Elements), nil
+	return func(b []byte) []byte { return shape(c.typ, b, p.Query.Summary, p.Query.Elements) }, nil
 }
 
 func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 	n, err := strconv.ParseInt(c.vid, 10, 64)
 	if err != nil || n <= 0 {
 		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+quote(c.vid))
+	}
+	shaped, err := s.shaping(r, c)
+	if err != nil {
+		return err
 	}
 	v, err := s.db(r.Context()).VRead(r.Context(), c.typ, c.id, n)
 	if errors.Is(err, store.ErrNotFound) {
@@ -78,12 +83,8 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 	if v.Deleted {
 		return gone(c, v)
 	}
-	body, err := s.shaped(r, c, v)
-	if err != nil {
-		return err
-	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, body)
+	writeBody(w, c.format, http.StatusOK, shaped(v.Body))
 	return nil
 }
 

@@ -382,6 +382,7 @@ var linkTypes = map[string]bool{"uri": true, "url": true, "canonical": true, "oi
 // itself (id, an identifier's value, fullUrl, its own url).
 var linkNames = sync.OnceValue(func() map[string]bool {
 	votes := map[string]int{} // by name: link-typed elements less the others
+	canonical := map[string]bool{}
 	seen := map[string]bool{}
 	var visit func(typ string)
 	visit = func(typ string) {
@@ -412,6 +413,8 @@ var linkNames = sync.OnceValue(func() map[string]bool {
 				// Only primitives vote: an element of a complex type
 				// (Reference, Address…) holds an object, never a string.
 				switch c := t.Code[0]; {
+				case t.Code == "canonical":
+					canonical[name] = true
 				case linkTypes[t.Code]:
 					votes[name]++
 				case 'a' <= c && c <= 'z':
@@ -429,6 +432,11 @@ var linkNames = sync.OnceValue(func() map[string]bool {
 		if v > 0 {
 			names[name] = true
 		}
+	}
+	// A canonical is a link wherever it is (OperationDefinition.base;
+	// SearchParameter.base holds resource type codes).
+	for name := range canonical {
+		names[name] = true
 	}
 	return names
 })

@@ -137,6 +137,7 @@ func TestRewriteLinks(t *testing.T) {
 			`{"text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><a href=\"Patient/1\">p</a><img src='Practitioner/2'/><a href=\"urn:uuid:zz\">x</a> urn:uuid:a</div>"}}`},
 		{"narrative link whose replacement would need escaping is kept",
 			`{"text":{"div":"<div><a href=\"urn:uuid:escapes\">x</a></div>"}}`, ""},
+		{"a canonical is a link wherever it is", `{"resourceType":"OperationDefinition","base":"urn:uuid:a"}`, `{"resourceType":"OperationDefinition","base":"Patient/1"}`},
 		{"escaped link", `{"valueUri":"urn:uuid:\u0061"}`, `{"valueUri":"Patient/1"}`},
 		{"free text and codes are not links",
 			`{"code":{"text":"urn:uuid:a","coding":[{"system":"urn:uuid:b","code":"urn:uuid:a","display":"urn:uuid:a"}]},"item":[{"linkId":"urn:uuid:a"}],"note":[{"text":"urn:uuid:a"}]}`,

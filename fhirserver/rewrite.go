@@ -138,6 +138,13 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 					gone[ref] = true
 				}
 			}
+			if e.Request.Method == http.MethodPatch && len(found) == 1 {
+				// Like a conditional update: no other resource may
+				// match once the transaction is applied.
+				ref := found[0].Type + "/" + found[0].ID
+				rw.expect[i] = ref
+				rw.checks = append(rw.checks, conditionCheck{i, q, ref, false, "its conditional criteria"})
+			}
 			continue
 		}
 		var target string

@@ -746,6 +746,9 @@ func TestSearchAmbiguousBareID(t *testing.T) {
 		{"/Observation?subject:Patient=pat-muller", idset("obs-mg-540", "obs-g")},
 		{"/Observation?patient=pat-muller", idset("obs-mg-540", "obs-g")},
 	})
+	// So are chains and _has that end in the bare id.
+	expectOutcome(t, hn.do("GET", "/DiagnosticReport?result.subject=pat-muller", nil), http.StatusBadRequest, "subject")
+	expectOutcome(t, hn.do("GET", "/Patient?_has:Observation:subject:subject=pat-muller", nil), http.StatusBadRequest, "subject")
 	// Conditional criteria are refused alike.
 	expectOutcome(t, hn.do("DELETE", "/Observation?subject=pat-muller", nil), http.StatusBadRequest, "subject")
 	// Once one of the two is deleted, the id is no longer ambiguous.

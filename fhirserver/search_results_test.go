@@ -260,6 +260,8 @@ func TestSummaryAndElements(t *testing.T) {
 		}
 		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=count", nil), http.StatusBadRequest, "")
 		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=maybe", nil), http.StatusBadRequest, "_summary")
+		// The parameters are checked whether or not the resource exists.
+		expectOutcome(t, hn.do("GET", "/Patient/nobody?_summary=maybe", nil), http.StatusBadRequest, "_summary")
 	})
 	t.Run("_elements with a choice element", func(t *testing.T) {
 		res := onlyMatch(t, h, "/Observation?_id=obs-mg-540&_elements=value")
@@ -520,5 +522,14 @@ func TestSearchRejectsMalformedValues(t *testing.T) {
 			r := h.with(t).do("POST", strings.Replace(tc.query, "?", "/_search?", 1), []byte{}, "Content-Type", "application/x-www-form-urlencoded")
 			expectOutcome(t, r, http.StatusBadRequest, tc.param)
 		})
+	}
+}
+
+// A malformed escape in the query string is a 400: dropping the pair, as
+// url.Values does, would run the search without the client's filter.
+func TestMalformedQueryString(t *testing.T) {
+	h, _ := newSearchHarness(t)
+	for _, path := range []string{"/Patient?_id=%zz", "/ValueSet?url:below=%%", "/Patient/pat-muller?_summary=%zz", "/Patient?family=smith&x=%G1"} {
+		expectOutcome(t, h.with(t).do("GET", path, nil), http.StatusBadRequest, "")
 	}
 }

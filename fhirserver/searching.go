@@ -353,6 +353,18 @@ func (s *Server) parseSearch(ctx context.Context, types []string, params url.Val
 func (s *Server) checkBareIDs(ctx context.Context, q *search.Query) error {
 	for _, cl := range q.Where {
 		for _, m := range cl.Any {
+			var sub *search.Query
+			switch {
+			case m.Chain != nil:
+				sub = m.Chain.Query
+			case m.Has != nil:
+				sub = m.Has.Query
+			}
+			if sub != nil {
+				if err := s.checkBareIDs(ctx, sub); err != nil {
+					return err
+				}
+			}
 			if m.BareID == "" {
 				continue
 			}
