@@ -37,14 +37,15 @@ func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
 		return nil
 	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, shaped(v.Body))
+	writeBody(w, c.format, http.StatusOK, shaped(v.Type, v.Body))
 	return nil
 }
 
-// shaping reads the _summary and _elements of a read (R4 allows both on
-// read and vread), before the resource is: a malformed one is a 400
-// whether or not the resource exists. It returns what they do to a body.
-func (s *Server) shaping(r *http.Request, c *call) (func([]byte) []byte, error) {
+// shaping reads the _summary and _elements of a read or history (R4
+// allows both there), before the resources are: a malformed one is a 400
+// whether or not the resource exists. It returns what they do to the body
+// of a resource of a type.
+func (s *Server) shaping(r *http.Request, c *call) (func(typ string, body []byte) []byte, error) {
 	q, sel := r.URL.Query(), url.Values{}
 	for _, k := range []string{"_summary", "_elements"} {
 		if vs, ok := q[k]; ok {
@@ -52,16 +53,20 @@ func (s *Server) shaping(r *http.Request, c *call) (func([]byte) []byte, error) 
 		}
 	}
 	if len(sel) == 0 {
-		return func(b []byte) []byte { return b }, nil
+		return func(_ string, b []byte) []byte { return b }, nil
 	}
-	p, err := s.registry.Parse([]string{c.typ}, sel, s.parseOptions(true))
+	var types []string
+	if c.typ != "" {
+		types = []string{c.typ}
+	}
+	p, err := s.registry.Parse(types, sel, s.parseOptions(true))
 	if err != nil {
 		return nil, err
 	}
 	if p.Query.Summary == search.SummaryCount {
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read")
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read or history")
 	}
-	return func(b []byte) []byte { return shape(c.typ, b, p.Query.Summary, p.Query.Elements) }, nil
+	return func(typ string, b []byte) []byte { return shape(typ, b, p.Query.Summary, p.Query.Elements) }, nil
 }
 
 func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -84,7 +89,7 @@ func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
 		return gone(c, v)
 	}
 	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, shaped(v.Body))
+	writeBody(w, c.format, http.StatusOK, shaped(v.Type, v.Body))
 	return nil
 }
 

@@ -28,6 +28,10 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
+	shaped, err := s.shaping(r, c)
+	if err != nil {
+		return err
+	}
 	page, err := s.db(r.Context()).History(r.Context(), q)
 	if err != nil {
 		return err
@@ -38,7 +42,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 			return s.notFound(err, c)
 		}
 	}
-	writeBody(w, c.format, http.StatusOK, s.historyBundle(r, c, page))
+	writeBody(w, c.format, http.StatusOK, s.historyBundle(r, c, page, shaped))
 	return nil
 }
 
@@ -67,7 +71,7 @@ func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, e
 
 // historyBundle assembles the Bundle around the stored bytes of each version,
 // which are copied in as they are.
-func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage) []byte {
+func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage, shaped func(string, []byte) []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"resourceType":"Bundle","id":`)
 	writeJSONString(&b, newID(s.cfg.Now()))
@@ -88,7 +92,7 @@ func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			s.historyEntry(&b, v)
+			s.historyEntry(&b, v, shaped)
 		}
 		b.WriteString(`]`)
 	}
@@ -96,12 +100,12 @@ func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage
 	return b.Bytes()
 }
 
-func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version) {
+func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version, shaped func(string, []byte) []byte) {
 	b.WriteString(`{"fullUrl":`)
 	writeJSONString(b, s.resourceURL(v.Type, v.ID))
 	if !v.Deleted {
 		b.WriteString(`,"resource":`)
-		b.Write(v.Body)
+		b.Write(shaped(v.Type, v.Body))
 	}
 	reqURL := v.Type + "/" + v.ID
 	status := "200 OK"
@@ -131,7 +135,7 @@ func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version) {
 func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
 	in := r.URL.Query()
 	out := url.Values{}
-	for _, k := range []string{"_count", "_since", "_at", "_format", "_pretty"} {
+	for _, k := range []string{"_count", "_since", "_at", "_summary", "_elements", "_format", "_pretty"} {
 		if v := in.Get(k); v != "" {
 			out.Set(k, v)
 		}

@@ -260,6 +260,14 @@ func TestSummaryAndElements(t *testing.T) {
 		}
 		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=count", nil), http.StatusBadRequest, "")
 		expectOutcome(t, hn.do("GET", "/Patient/pat-muller?_summary=maybe", nil), http.StatusBadRequest, "_summary")
+		// History too, at every level.
+		for _, path := range []string{"/Patient/pat-muller/_history", "/Patient/_history", "/_history"} {
+			r := hn.do("GET", path+"?_summary=true&_count=500", nil)
+			if r.status != http.StatusOK || bytes.Contains(r.body, []byte("maritalStatus")) || !bytes.Contains(r.body, []byte("SUBSETTED")) {
+				t.Errorf("%s?_summary=true: %d %.300s", path, r.status, r.body)
+			}
+		}
+		expectOutcome(t, hn.do("GET", "/Patient/pat-muller/_history?_summary=count", nil), http.StatusBadRequest, "")
 		// The parameters are checked whether or not the resource exists.
 		expectOutcome(t, hn.do("GET", "/Patient/nobody?_summary=maybe", nil), http.StatusBadRequest, "_summary")
 	})
