@@ -552,6 +552,9 @@ func TestTransactionOverlappingEntriesFail(t *testing.T) {
 			`{"request":{"method":"DELETE","url":"Patient?identifier=urn:kiln:test|ov-seed"}}`,
 			put("ov-seed", "Updated"),
 		}},
+		{"version-specific fullUrl (bdl: fullUrl SHALL NOT be version specific)", []string{
+			`{"fullUrl":"http://example.org/fhir/Patient/v1/_history/1","resource":` + string(patientWith("ov-ver", "V")) + `,"request":{"method":"POST","url":"Patient"}}`,
+		}},
 		{"duplicate fullUrl", []string{
 			postEntry(7, "Patient", patientWith("ov-dup-a", "A")),
 			postEntry(7, "Patient", patientWith("ov-dup-b", "B")),

@@ -85,6 +85,10 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 	seenURL := map[string]int{}
 	for i := range entries {
 		if u := entries[i].FullURL; u != "" && entries[i].Request != nil {
+			if strings.Contains(u, "/_history/") {
+				return outcome.New(http.StatusBadRequest, "invalid",
+					"entry "+strconv.Itoa(i)+": a fullUrl names a resource, not one of its versions: "+quote(u), "Bundle.entry["+strconv.Itoa(i)+"].fullUrl")
+			}
 			if j, dup := seenURL[u]; dup {
 				return outcome.New(http.StatusBadRequest, "invalid",
 					"entries "+strconv.Itoa(j)+" and "+strconv.Itoa(i)+" have the same fullUrl "+quote(u))
