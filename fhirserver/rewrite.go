@@ -27,9 +27,10 @@ type rewriter struct {
 	fullURLs map[string]string // fullUrl → Type/id
 	assigned map[int]string    // entry index → id chosen for its create
 	ids      map[int]string    // entry index → id of the resource a create or update writes
-	// Conditional creates and updates: what their criteria resolved to
-	// when the transaction was planned, by entry and by criteria (the
-	// lock key, whose parameters are sorted).
+	// What conditional criteria resolved to when the transaction was
+	// planned: by entry (conditional creates, updates and patches), and
+	// by criteria (the lock key, whose parameters are sorted), of those
+	// entries and of conditional references.
 	expect      map[int]string
 	conditional map[string]string
 	checks      []conditionCheck
