@@ -213,7 +213,6 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 // reference would be stored unresolved (the specification asks servers to
 // check that batch entries have no such dependencies).
 func independent(res []byte) error {
-	isURN := func(s string) bool { return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:") }
 	refuse := func(link string) error {
 		return outcome.New(http.StatusBadRequest, "invalid", "the link "+quote(link)+
 			" is a urn, which only resolves to another entry within a transaction; the entries of a batch are independent")
@@ -332,17 +331,11 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 				ectx = withEntryInfo(ectx, *infos[p.i])
 			}
 			res := s.dispatch(ectx, r, p.method, p.rel, e, body, ct)
-			if _, planned := rw.expect[p.i]; planned && res.status == http.StatusPreconditionFailed {
-				// The criteria matched at most one resource when the
-				// transaction was planned: the others are its own.
-				return entryError(p.i, outcome.New(http.StatusBadRequest, "invalid",
-					"the conditional criteria match several resources once the entries before it are applied: other entries create or change resources they match"))
+			if err := rw.applied(p.i, res); err != nil {
+				return entryError(p.i, err)
 			}
 			if res.status >= 400 {
 				return entryFailed(p.i, res)
-			}
-			if err := rw.applied(p.i, res); err != nil {
-				return entryError(p.i, err)
 			}
 			results[p.i] = res
 		}

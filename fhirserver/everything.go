@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -100,15 +101,15 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 		members = append(members, compartmentMatches(t, c.id)...)
 	}
 	q.Where = append(q.Where, search.Clause{Param: "_compartment", Any: members})
+	var since time.Time
 	if v := params.Get("_since"); v != "" {
-		t, err := parseSince(v)
-		if err != nil {
+		if since, err = parseSince(v); err != nil {
 			return err
 		}
 		// Changed at or after the instant: the stored range starts there.
-		since := t.UnixMicro()
+		at := since.UnixMicro()
 		q.Where = append(q.Where, search.Clause{Param: "_since", Any: []search.Match{
-			{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpSa, Low: since, High: since}}})
+			{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpSa, Low: at, High: at}}})
 		parsed.Applied.Set("_since", v)
 	}
 	if err := s.authorizeSearch(ctx, q); err != nil {
@@ -116,12 +117,10 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	}
 	// The referenced resources obey _type and _since as the compartment
 	// does; another patient is never one of them.
-	since := params.Get("_since")
-	sinceT, _ := parseSince(since)
 	keep := func(v *store.Version) bool {
 		return (v.Type != "Patient" || v.ID == c.id) &&
 			(want == nil || slices.Contains(want, v.Type)) &&
-			(since == "" || !v.LastUpdated.Before(sinceT))
+			!v.LastUpdated.Before(since)
 	}
 	sr := searchRequest{params: params, path: "/Patient/" + c.id + "/$everything", keep: keep}
 	return s.answerSearch(w, r, c, sr, parsed)

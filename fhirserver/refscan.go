@@ -73,6 +73,12 @@ func rewriteReferences(res []byte, ref func(string) (string, error), link func(s
 	return append(out, res[last:]...), nil
 }
 
+// isURN reports a urn:uuid: or urn:oid: link, which names an entry of a
+// Bundle and nothing outside it.
+func isURN(s string) bool {
+	return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:")
+}
+
 // narrativeAttr is an href or src attribute of a narrative.
 var narrativeAttr = regexp.MustCompile(`\b(?:href|src)\s*=\s*(?:"([^"]*)"|'([^']*)')`)
 
@@ -114,7 +120,7 @@ type valueKind uint8
 const (
 	otherValue     valueKind = iota // kept as it is
 	refValue                        // a "reference"
-	linkValue                       // may be a urn link (uri, url, oid, uuid)
+	linkValue                       // a link element's (uri, url, canonical, oid, uuid)
 	narrativeValue                  // a narrative's "div"
 )
 
@@ -127,7 +133,7 @@ const maxScanDepth = 10000
 // decoded key is "reference". It is iterative, so deep nesting cannot
 // exhaust the stack, and every step advances, so it always ends.
 //
-// With links, it also appends the string values that may hold urn links
+// With links, it also appends the values of link elements and narratives
 // (see rewriteReferences), with their kind.
 func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 	const (
@@ -178,10 +184,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				if !ok {
 					return spans, false
 				}
-				switch kind {
-				case refValue:
-					spans = append(spans, refSpan{i, end, kind})
-				case linkValue, narrativeValue:
+				if kind != otherValue {
 					spans = append(spans, refSpan{i, end, kind})
 				}
 				i = end
@@ -377,9 +380,10 @@ var linkTypes = map[string]bool{"uri": true, "url": true, "canonical": true, "oi
 // "system", "url", "valueUri", "instantiatesCanonical", "derivedFrom",
 // "address", "endpoint"… (Coding.system, not ContactPoint.system's codes;
 // Attachment.url and the canonical urls, not TestScript's one string url;
-// Endpoint.address, which no other primitive shares). Free text and codes (display, text, code,
-// linkId…) are not links, and keyKind leaves out the names of the resource
-// itself (id, an identifier's value, fullUrl, its own url).
+// Endpoint.address, which no other primitive shares). Free text and codes
+// (display, text, code, linkId…) are not links, and keyKind leaves out the
+// names of the resource itself (id, an identifier's value, fullUrl, its
+// own url).
 var linkNames = sync.OnceValue(func() map[string]bool {
 	votes := map[string]int{} // by name: link-typed elements less the others
 	canonical := map[string]bool{}

@@ -276,12 +276,19 @@ func (rw *rewriter) matchLive(ctx context.Context, typ, raw string, gone map[str
 
 // applied checks what entry i's conditional criteria resolved to when it
 // was applied against what they resolved to when the transaction was
-// planned. They differ when another entry, applied before it, created or
+// planned. They differ, or match several resources (412) where they
+// matched at most one, when another entry applied before it created or
 // changed a resource its criteria match: the outcome would depend on the
 // order of the entries, so the transaction fails.
 func (rw *rewriter) applied(i int, res entryResult) error {
 	want, ok := rw.expect[i]
-	if !ok || res.ref == "" || res.ref == want {
+	switch {
+	case !ok:
+		return nil
+	case res.status == http.StatusPreconditionFailed:
+		return outcome.New(http.StatusBadRequest, "invalid",
+			"the conditional criteria match several resources once the entries before it are applied: other entries create or change resources they match")
+	case res.status >= 400 || res.ref == "" || res.ref == want:
 		return nil
 	}
 	return outcome.New(http.StatusBadRequest, "invalid",
@@ -400,7 +407,7 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 	if to, ok := rw.fullURLs[ref]; ok {
 		return to, nil
 	}
-	if strings.HasPrefix(ref, "urn:uuid:") || strings.HasPrefix(ref, "urn:oid:") {
+	if isURN(ref) {
 		return "", outcome.New(http.StatusBadRequest, "not-found", "the reference "+quote(ref)+" names no entry of the Bundle")
 	}
 	if !strings.Contains(ref, "?") {

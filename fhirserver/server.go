@@ -254,9 +254,12 @@ func (s *Server) handle(in Interaction, fn handlerFunc) http.Handler {
 
 func (s *Server) prepare(r *http.Request, in Interaction, c *call) error {
 	// url.Values drops a malformed pair silently: a search would then
-	// run without the filter the client sent.
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-		return outcome.New(http.StatusBadRequest, "invalid", "malformed query string: "+err.Error())
+	// run without the filter the client sent. Only an escape or a ';' can
+	// be malformed.
+	if q := r.URL.RawQuery; strings.ContainsAny(q, "%;") {
+		if _, err := url.ParseQuery(q); err != nil {
+			return outcome.New(http.StatusBadRequest, "invalid", "malformed query string: "+err.Error())
+		}
 	}
 	var err error
 	if c.format, err = negotiate(r); err != nil {
