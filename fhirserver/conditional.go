@@ -1,6 +1,7 @@
 package fhirserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -8,10 +9,12 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // Conditional interactions find their target by search criteria. The
@@ -95,7 +98,7 @@ func (s *Server) guarded(ctx context.Context, c *criteria, fn func(tx store.Tx) 
 }
 
 // matchIn runs criteria inside tx and returns up to q.Count matches.
-func matchIn(ctx context.Context, tx store.Tx, q *search.Query) ([]*store.Version, error) {
+func matchIn(ctx context.Context, tx store.Searcher, q *search.Query) ([]*store.Version, error) {
 	page, err := tx.Search(ctx, q)
 	if err != nil {
 		return nil, err
@@ -169,6 +172,9 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 		return err
 	}
 	ctx := r.Context()
+	if body, err = s.resolveReferences(ctx, body); err != nil {
+		return err
+	}
 	var created bool
 	target, v, err := s.applyToMatch(r, c, "conditional update", func() (string, error) {
 		// A transaction Bundle decided the id already, so that references
@@ -285,4 +291,43 @@ func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// resolveReferences replaces each conditional reference of a resource
+// written outside a transaction Bundle (a create, an update, a patch's
+// result, an entry of a batch) with the one resource its criteria match
+// now: "Patient?identifier=…" becomes "Patient/123". No match, or more
+// than one, is a 412, as in a transaction. A transaction's were resolved
+// with the Bundle (rewriter), against the transaction.
+func (s *Server) resolveReferences(ctx context.Context, body []byte) ([]byte, error) {
+	if _, inTx := txFrom(ctx); inTx || bytes.IndexByte(body, '?') < 0 {
+		return body, nil
+	}
+	resolved := map[string]string{}
+	return rewriteReferences(body, func(ref string) (string, error) {
+		typ, query, ok := strings.Cut(ref, "?")
+		if !ok || !profiles.IsResourceType(typ) {
+			return "", nil
+		}
+		if to, ok := resolved[ref]; ok {
+			return to, nil
+		}
+		crit, err := s.criteria(ctx, typ, query, 2)
+		if err != nil {
+			return "", err
+		}
+		found, err := matchIn(ctx, s.db(ctx), crit.q)
+		if err != nil {
+			return "", err
+		}
+		switch len(found) {
+		case 0:
+			return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
+		case 1:
+			resolved[ref] = typ + "/" + found[0].ID
+			return resolved[ref], nil
+		}
+		return "", outcome.New(http.StatusPreconditionFailed, "multiple-matches",
+			"the conditional reference "+quote(ref)+" matches more than one resource; it must match exactly one")
+	}, nil)
 }

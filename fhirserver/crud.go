@@ -229,6 +229,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	ctx := r.Context()
+	if body, err = s.resolveReferences(ctx, body); err != nil {
+		return err
+	}
 	// The spec says a server ignores any id in a create body; the new id is
 	// ours (or the one a transaction Bundle assigned to this entry).
 	id := assignedID(ctx)
@@ -272,6 +275,9 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	pre, err := writePreconditions(r)
 	if err != nil {
+		return err
+	}
+	if body, err = s.resolveReferences(r.Context(), body); err != nil {
 		return err
 	}
 	var created bool
