@@ -887,3 +887,29 @@ func TestSearchForeignAbsoluteReferences(t *testing.T) {
 		t.Errorf("_include of a foreign subject included a local Patient: %d %.400s", r.status, r.body)
 	}
 }
+
+// A reference to a canonical resource may pin a version ("url|version",
+// R4 search.html, references to canonical URLs): the url alone finds it
+// whatever version it pins, and url|version only the references pinning
+// that version.
+func TestSearchCanonicalReferenceVersions(t *testing.T) {
+	h := newHarness(t)
+	const q = "http://example.org/Questionnaire/intake"
+	answer := func(canonical string) string {
+		return h.create(t, "QuestionnaireResponse", []byte(`{"resourceType":"QuestionnaireResponse","status":"completed","questionnaire":"`+canonical+`"}`))
+	}
+	v1, bare, v2 := answer(q+"|1.0"), answer(q), answer(q+"|2.0")
+	answer("http://example.org/Questionnaire/other|1.0")
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"questionnaire=" + q, []string{v1, bare, v2}},
+		{"questionnaire=" + q + "|1.0", []string{v1}},
+		{"questionnaire=" + url.QueryEscape(q+"|2.0"), []string{v2}},
+		{"questionnaire=" + q + "|1.0," + q + "|2.0", []string{v1, v2}},
+		{"questionnaire=" + q + "|3.0", nil},
+	} {
+		expectIDs(t, "QuestionnaireResponse?"+tt.query, h.matchIDs(t, "QuestionnaireResponse", tt.query), tt.want)
+	}
+}

@@ -209,6 +209,11 @@ func (e Entry) valueKeys() []valueKey {
 		}
 		if e.URL != "" {
 			out = append(out, valueKey{"", e.URL})
+			if e.RefID == "" && e.RefVersion != "" {
+				// A canonical that pins a version: "url|version" finds
+				// it, as the url alone does.
+				out = append(out, valueKey{"", e.URL + "|" + e.RefVersion})
+			}
 		}
 		out = tokenForms("identifier", e.IdentSystem, e.IdentValue, out)
 	case KindURI:

@@ -32,6 +32,8 @@ func TestKeys(t *testing.T) {
 			[]string{"subject\x1fPatient/1"}},
 		{"reference versioned absolute", Entry{Param: "subject", Kind: KindReference, RefType: "Patient", RefID: "1", RefVersion: "2", URL: "http://x/fhir/Patient/1"},
 			[]string{"subject\x1fPatient/1", "subject\x1fPatient/1/_history/2", "subject\x1fhttp://x/fhir/Patient/1"}},
+		{"canonical pinning a version", Entry{Param: "questionnaire", Kind: KindReference, RefVersion: "2.0", URL: "http://x/Questionnaire/q"},
+			[]string{"questionnaire\x1fhttp://x/Questionnaire/q", "questionnaire\x1fhttp://x/Questionnaire/q|2.0"}},
 		{"reference identifier", Entry{Param: "subject", Kind: KindReference, IdentSystem: "http://mrn", IdentValue: "42"},
 			[]string{"subject:identifier\x1f42", "subject:identifier\x1fhttp://mrn|42"}},
 		{"uri", Entry{Param: "url", Kind: KindURI, URI: "http://x/vs"}, []string{"url\x1fhttp://x/vs"}},
