@@ -1,7 +1,6 @@
 package fhirserver
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -172,9 +171,6 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 		return err
 	}
 	ctx := r.Context()
-	if body, err = s.resolveReferences(ctx, body); err != nil {
-		return err
-	}
 	var created bool
 	target, v, err := s.applyToMatch(r, c, "conditional update", func() (string, error) {
 		// A transaction Bundle decided the id already, so that references
@@ -185,6 +181,10 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the matching resource "+c.typ+"/"+target.id, c.typ+".id")
 		}
 		created = prev == nil || prev.Deleted
+		body, err := s.resolveReferences(ctx, body, prev)
+		if err != nil {
+			return nil, err
+		}
 		wr, err := s.nextWrite(ctx, c.typ, target.id, prev, body, store.MethodUpdate)
 		return &wr, err
 	})
@@ -293,17 +293,26 @@ func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *ca
 	return nil
 }
 
-// resolveReferences replaces each conditional reference of a resource
-// written outside a transaction Bundle (a create, an update, a patch's
-// result, an entry of a batch) with the one resource its criteria match
-// now: "Patient?identifier=…" becomes "Patient/123". No match, or more
-// than one, is a 412, as in a transaction. A transaction's were resolved
-// with the Bundle (rewriter), against the transaction.
-func (s *Server) resolveReferences(ctx context.Context, body []byte) ([]byte, error) {
-	if _, inTx := txFrom(ctx); inTx || bytes.IndexByte(body, '?') < 0 {
+// resolveReferences replaces each conditional reference a write outside a
+// transaction Bundle adds (a create, an update, a patch's result, an entry
+// of a batch) with the one resource its criteria match now:
+// "Patient?identifier=…" becomes "Patient/123". No match, or more than
+// one, is a 412, as in a transaction. A reference prev (the current
+// version, or nil) already holds is kept as it is: a version written
+// before conditional references were resolved must stay writable. A
+// transaction's were resolved with the Bundle (rewriter), against the
+// transaction.
+func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store.Version) ([]byte, error) {
+	if _, inTx := txFrom(ctx); inTx || !mayHoldQuery(body) {
 		return body, nil
 	}
 	resolved := map[string]string{}
+	if prev != nil && !prev.Deleted && mayHoldQuery(prev.Body) {
+		_, _ = rewriteReferences(prev.Body, func(ref string) (string, error) {
+			resolved[ref] = ""
+			return "", nil
+		}, nil)
+	}
 	return rewriteReferences(body, func(ref string) (string, error) {
 		typ, query, ok := strings.Cut(ref, "?")
 		if !ok || !profiles.IsResourceType(typ) {

@@ -1,10 +1,14 @@
 package fhirserver_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 // A conditional reference ("Patient?identifier=…") in a resource written
@@ -32,6 +36,7 @@ func TestConditionalReferencesOutsideTransactions(t *testing.T) {
 		return fmt.Appendf(nil, `{"resourceType":"Observation","identifier":[{"system":%q,"value":"cref-cond"}],"status":"final","code":{"text":"x"},"subject":{"reference":%q}}`,
 			testSystem, ref)
 	}
+	escaped := func(b []byte) []byte { return bytes.Replace(b, []byte("?"), []byte(`\u003f`), 1) }
 	jsonPatch := func(ref string) []byte {
 		return fmt.Appendf(nil, `[{"op":"replace","path":"/subject/reference","value":%q}]`, ref)
 	}
@@ -49,6 +54,8 @@ func TestConditionalReferencesOutsideTransactions(t *testing.T) {
 		{"create, in an extension", "POST", "/Observation", withExtension(toOne), nil, 201, "Patient/" + one, false},
 		{"create, no match", "POST", "/Observation", observationOf(toNone), nil, 412, "", false},
 		{"create, several matches", "POST", "/Observation", observationOf(toDup), nil, 412, "", false},
+		{"create, ? escaped", "POST", "/Observation", escaped(observationOf(toOne)), nil, 201, "Patient/" + one, false},
+		{"create, ? escaped, no match", "POST", "/Observation", escaped(observationOf(toNone)), nil, 412, "", false},
 		{"create, malformed criteria", "POST", "/Observation", observationOf("Patient?birthdate=soon"), nil, 400, "", false},
 		{"conditional create", "POST", "/Observation", observationOf(toOne), []string{"If-None-Exist", "identifier=" + testSystem + "|cref-ifnone"}, 201, "Patient/" + one, true},
 		{"update", "PUT", "/Observation/cref-put", withID(observationOf(toOne), "cref-put"), nil, 200, "Patient/" + one, false},
@@ -117,4 +124,31 @@ func idOf(t *testing.T, entry any) string {
 	_, rest, _ := strings.Cut(loc, "Observation/")
 	id, _, _ := strings.Cut(rest, "/")
 	return id
+}
+
+// A version stored before conditional references were resolved may hold
+// one as it was written: updates and patches keep the references the
+// current version already has, so the resource stays writable.
+func TestConditionalReferencesAlreadyStoredAreKept(t *testing.T) {
+	h := newHarness(t)
+	const ref = "Patient?identifier=" + testSystem + "|kept-none"
+	legacy := withID(observationOf(ref), "legacy")
+	err := h.store.Put(t.Context(), store.Write{Type: "Observation", ID: "legacy", Version: 1, LastUpdated: time.Now().UTC(),
+		Method: store.MethodCreate, Body: legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`[{"op":"replace","path":"/status","value":"amended"}]`)
+	if r := h.do("PATCH", "/Observation/legacy", patch, "Content-Type", "application/json-patch+json"); r.status != http.StatusOK {
+		t.Fatalf("patch of another element: %d %s", r.status, r.body)
+	}
+	if r := h.do("PUT", "/Observation/legacy", legacy); r.status != http.StatusOK {
+		t.Fatalf("update keeping the reference: %d %s", r.status, r.body)
+	}
+	if r := h.do("GET", "/Observation/legacy", nil); !strings.Contains(string(r.body), `"reference":"`+ref+`"`) {
+		t.Errorf("the stored reference changed: %s", r.body)
+	}
+	// A new one is resolved, or refused when it matches nothing.
+	other := withID(observationOf("Patient?identifier="+testSystem+"|kept-other"), "legacy")
+	expectOutcome(t, h.do("PUT", "/Observation/legacy", other), http.StatusPreconditionFailed, "kept-other")
 }

@@ -229,7 +229,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	ctx := r.Context()
-	if body, err = s.resolveReferences(ctx, body); err != nil {
+	if body, err = s.resolveReferences(ctx, body, nil); err != nil {
 		return err
 	}
 	// The spec says a server ignores any id in a create body; the new id is
@@ -277,12 +277,13 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	if body, err = s.resolveReferences(r.Context(), body); err != nil {
-		return err
-	}
 	var created bool
 	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
 		created = prev == nil || prev.Deleted
+		body, err := s.resolveReferences(r.Context(), body, prev)
+		if err != nil {
+			return nil, err
+		}
 		wr, err := s.nextWrite(r.Context(), c.typ, c.id, prev, body, store.MethodUpdate)
 		return &wr, err
 	})

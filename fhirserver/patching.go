@@ -74,7 +74,7 @@ func (s *Server) patched(ctx context.Context, c *call, prev *store.Version, doc 
 	if info.ResourceType != c.typ || info.ID != c.id {
 		return nil, outcome.New(http.StatusUnprocessableEntity, "processing", "a patch must not change the resource's type or id")
 	}
-	if out, err = s.resolveReferences(ctx, out); err != nil {
+	if out, err = s.resolveReferences(ctx, out, prev); err != nil {
 		return nil, err
 	}
 	wr, err := s.nextWrite(ctx, c.typ, c.id, prev, out, store.MethodPatch)

@@ -73,6 +73,12 @@ func rewriteReferences(res []byte, ref func(string) (string, error), link func(s
 	return append(out, res[last:]...), nil
 }
 
+// mayHoldQuery reports whether a resource's bytes may hold a conditional
+// reference: a '?', as it is or escaped.
+func mayHoldQuery(b []byte) bool {
+	return bytes.IndexByte(b, '?') >= 0 || bytes.Contains(b, []byte(`\u003f`)) || bytes.Contains(b, []byte(`\u003F`))
+}
+
 // isURN reports a urn:uuid: or urn:oid: link, which names an entry of a
 // Bundle and nothing outside it.
 func isURN(s string) bool {
@@ -133,6 +139,12 @@ const maxScanDepth = 10000
 // decoded key is "reference". It is iterative, so deep nesting cannot
 // exhaust the stack, and every step advances, so it always ends.
 //
+// Three R4 elements named "reference" are uris, not a Reference's
+// reference: DetectedIssue.reference, Expression.reference and
+// Immunization.education.reference. Their objects are told apart by their
+// members (see notReference) once the object closes, and their values are
+// links.
+//
 // With links, it also appends the values of link elements and narratives
 // (see rewriteReferences), with their kind.
 func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
@@ -143,8 +155,27 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 	)
 	var stack []byte      // open containers: '{' or '['
 	var kinds []valueKind // by container: the kind of an array's elements
+	var marks []uint8     // by container: notReferenceMark, inEducation
+	var pending []pendingRef
 	mode := wantValue
 	kind := otherValue // of the value about to be scanned
+	education := false // the value about to be scanned is an "education" member's
+	// closeObject settles the "reference" members of the object that
+	// closes, and pops it.
+	closeObject := func() {
+		d := len(stack)
+		for len(pending) > 0 && pending[len(pending)-1].depth == d {
+			at := pending[len(pending)-1].span
+			pending = pending[:len(pending)-1]
+			if marks[d-1] != 0 {
+				spans[at].kind = otherValue
+				if links {
+					spans[at].kind = linkValue
+				}
+			}
+		}
+		stack, kinds, marks = stack[:d-1], kinds[:d-1], marks[:d-1]
+	}
 	i := skipSpace(b, 0)
 	for {
 		switch mode {
@@ -163,14 +194,18 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				if c == '[' && kind == linkValue {
 					elem = linkValue
 				}
-				stack, kinds = append(stack, c), append(kinds, elem)
+				var mark uint8
+				if education || len(stack) > 0 && stack[len(stack)-1] == '[' && marks[len(marks)-1]&inEducation != 0 {
+					mark = inEducation
+				}
+				stack, kinds, marks = append(stack, c), append(kinds, elem), append(marks, mark)
 				i = skipSpace(b, i+1)
 				closer := byte('}')
 				if c == '[' {
 					closer = ']'
 				}
 				if i < len(b) && b[i] == closer {
-					stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
+					stack, kinds, marks = stack[:len(stack)-1], kinds[:len(kinds)-1], marks[:len(marks)-1]
 					i++
 					mode = afterValue
 				} else if c == '{' {
@@ -186,6 +221,9 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				}
 				if kind != otherValue {
 					spans = append(spans, refSpan{i, end, kind})
+					if kind == refValue {
+						pending = append(pending, pendingRef{len(stack), len(spans) - 1})
+					}
 				}
 				i = end
 				mode = afterValue
@@ -212,7 +250,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 			default:
 				return spans, false
 			}
-			kind = otherValue
+			kind, education = otherValue, false
 		case wantKey:
 			if i >= len(b) || b[i] != '"' {
 				return spans, false
@@ -221,7 +259,12 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 			if !ok {
 				return spans, false
 			}
-			kind = keyKind(b[i:end], len(stack) == 1, links)
+			key, ok := memberName(b[i:end])
+			kind = keyKind(key, ok, len(stack) == 1, links)
+			if notReference[key] {
+				marks[len(marks)-1] |= notReferenceMark
+			}
+			education = key == "education"
 			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ':' {
 				return spans, false
@@ -246,8 +289,11 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				} else {
 					kind = kinds[len(kinds)-1]
 				}
-			case (c == '}' && top == '{') || (c == ']' && top == '['):
-				stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
+			case c == '}' && top == '{':
+				closeObject()
+				i++
+			case c == ']' && top == '[':
+				stack, kinds, marks = stack[:len(stack)-1], kinds[:len(kinds)-1], marks[:len(marks)-1]
 				i++
 			default:
 				return spans, false
@@ -348,18 +394,22 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// keyKind is the kind of the value of the member whose quoted key is raw;
-// topLevel is true for the members of the outermost object (the
-// resource's own). Only a key with escapes needs decoding.
-func keyKind(raw []byte, topLevel, links bool) valueKind {
-	key := string(raw[1 : len(raw)-1])
+// memberName decodes a member's quoted key; only a key with escapes
+// needs decoding.
+func memberName(raw []byte) (string, bool) {
 	if bytes.IndexByte(raw, '\\') >= 0 {
-		var ok bool
-		if key, ok = unquoteJSON(raw); !ok {
-			return otherValue
-		}
+		return unquoteJSON(raw)
 	}
+	return string(raw[1 : len(raw)-1]), true
+}
+
+// keyKind is the kind of the value of the member named key (ok: the name
+// decoded); topLevel is true for the members of the outermost object (the
+// resource's own).
+func keyKind(key string, ok, topLevel, links bool) valueKind {
 	switch {
+	case !ok:
+		return otherValue
 	case key == "reference":
 		return refValue
 	case !links, key == "url" && topLevel, key == "id", key == "value", key == "fullUrl":
@@ -370,6 +420,25 @@ func keyKind(raw []byte, topLevel, links bool) valueKind {
 		return linkValue
 	}
 	return otherValue
+}
+
+// pendingRef is the span of a "reference" member's value, settled when
+// its object (at depth) closes.
+type pendingRef struct{ depth, span int }
+
+// Marks of an open container.
+const (
+	notReferenceMark uint8 = 1 << iota // an object whose "reference" is a uri
+	inEducation                        // an Immunization.education, or its array
+)
+
+// notReference are the members that show an object's "reference" is not a
+// Reference's: a resource's own members (DetectedIssue.reference), an
+// Expression's language (1..1), and an Immunization.education's others.
+// A Reference has none of them.
+var notReference = map[string]bool{
+	"resourceType": true, "language": true,
+	"documentType": true, "publicationDate": true, "presentationDate": true,
 }
 
 // linkTypes are the FHIR types whose values are links.

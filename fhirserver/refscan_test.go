@@ -77,6 +77,19 @@ func TestRewriteReferences(t *testing.T) {
 		{"no reference at all", `{"resourceType":"Patient","name":[{"family":"X"}]}`, ""},
 		{"top-level array", `[{"reference":"urn:uuid:a"}, {"reference":"urn:uuid:b"}]`, `[{"reference":"Patient/1"}, {"reference":"Practitioner/2"}]`},
 		{"empty containers", `{"a":{},"b":[],"c":[{}],"reference":"urn:uuid:a"}`, `{"a":{},"b":[],"c":[{}],"reference":"Patient/1"}`},
+		// Elements named reference that are uris, not a Reference's.
+		{"DetectedIssue.reference", `{"resourceType":"DetectedIssue","status":"final","reference":"urn:uuid:a"}`, ""},
+		{"a contained DetectedIssue's reference",
+			`{"resourceType":"Observation","contained":[{"reference":"urn:uuid:a","resourceType":"DetectedIssue"}],"subject":{"reference":"urn:uuid:a"}}`,
+			`{"resourceType":"Observation","contained":[{"reference":"urn:uuid:a","resourceType":"DetectedIssue"}],"subject":{"reference":"Patient/1"}}`},
+		{"Expression.reference, language before or after",
+			`{"extension":[{"url":"u","valueExpression":{"language":"text/fhirpath","reference":"urn:uuid:a"}},{"url":"v","valueExpression":{"reference":"urn:uuid:a","language":"x"}}]}`, ""},
+		{"Immunization.education.reference",
+			`{"resourceType":"Immunization","education":[{"reference":"urn:uuid:a"},{"documentType":"x","reference":"urn:uuid:b"}],"patient":{"reference":"urn:uuid:b"}}`,
+			`{"resourceType":"Immunization","education":[{"reference":"urn:uuid:a"},{"documentType":"x","reference":"urn:uuid:b"}],"patient":{"reference":"Practitioner/2"}}`},
+		{"a Reference inside an education element is one",
+			`{"education":[{"extension":[{"url":"u","valueReference":{"reference":"urn:uuid:a"}}]}]}`,
+			`{"education":[{"extension":[{"url":"u","valueReference":{"reference":"Patient/1"}}]}]}`},
 		{"truncated", `{"reference":"urn:uuid:a"`, ""},
 		{"truncated string", `{"reference":"urn:uuid:a`, ""},
 		{"truncated escape", `{"reference":"urn:uuid:a\u00`, ""},
@@ -148,6 +161,9 @@ func TestRewriteLinks(t *testing.T) {
 			`{"resourceType":"Library","url":"urn:uuid:a","contained":[{"resourceType":"Library","url":"urn:uuid:b"}]}`,
 			`{"resourceType":"Library","url":"urn:uuid:a","contained":[{"resourceType":"Library","url":"Practitioner/2"}]}`},
 		{"unknown urn and other strings are kept", `{"x":"urn:uuid:zz","y":"see urn:uuid:a","z":"urn:isbn:1"}`, ""},
+		{"uris named reference are links",
+			`{"resourceType":"DetectedIssue","reference":"urn:uuid:a","extension":[{"url":"u","valueExpression":{"language":"x","reference":"urn:uuid:b"}}]}`,
+			`{"resourceType":"DetectedIssue","reference":"Patient/1","extension":[{"url":"u","valueExpression":{"language":"x","reference":"Practitioner/2"}}]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := []byte(c.in)
@@ -242,11 +258,24 @@ func rewriteAny(res []byte, replace func(string) (string, error), urn func(strin
 			}
 		}
 	}
-	var walk func(node any, top bool)
-	walk = func(node any, top bool) {
+	// edu: node is an Immunization.education element, or an array of them.
+	var walk func(node any, top, edu bool)
+	walk = func(node any, top, edu bool) {
 		switch n := node.(type) {
 		case map[string]any:
+			// A "reference" of a resource, an Expression or an education
+			// element is a uri (see scanReferences).
+			uri := edu
+			for k := range n {
+				uri = uri || notReference[k]
+			}
 			for k, v := range n {
+				if ref, ok := v.(string); ok && k == "reference" && uri {
+					if to := link(ref, false); to != ref {
+						n[k], changed = to, true
+					}
+					continue
+				}
 				if ref, ok := v.(string); ok && k == "reference" {
 					to, e := replace(ref)
 					if e != nil {
@@ -258,7 +287,7 @@ func rewriteAny(res []byte, replace func(string) (string, error), urn func(strin
 					continue
 				}
 				if k != "div" && !linkNames()[k] || k == "id" || k == "value" || k == "fullUrl" || k == "url" && top {
-					walk(v, false)
+					walk(v, false, k == "education")
 					continue
 				}
 				switch v := v.(type) {
@@ -271,15 +300,15 @@ func rewriteAny(res []byte, replace func(string) (string, error), urn func(strin
 						linkArray(v)
 					}
 				}
-				walk(v, false)
+				walk(v, false, false)
 			}
 		case []any:
 			for _, v := range n {
-				walk(v, false)
+				walk(v, false, edu)
 			}
 		}
 	}
-	walk(doc, true)
+	walk(doc, true, false)
 	return doc, changed, err
 }
 

@@ -242,7 +242,7 @@ func (rw *rewriter) resolveConditionalReferences(ctx context.Context, entries []
 	for i := range entries {
 		e := &entries[i]
 		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) ||
-			bytes.IndexByte(e.Resource, '?') < 0 {
+			!mayHoldQuery(e.Resource) {
 			continue
 		}
 		_, err := rewriteReferences(e.Resource, func(ref string) (string, error) {

@@ -109,18 +109,66 @@ func (c *compiler) clauseDriver(cl *search.Clause, types []string, distinct bool
 	if len(cl.Any) == 1 {
 		return c.matchDriver(&cl.Any[0], types, distinct)
 	}
-	s := &sqlb{}
+	arms := make([]*sqlb, len(cl.Any))
 	for i := range cl.Any {
-		if i > 0 {
-			s.w(" UNION ") // a set union: no duplicates
-		}
 		d, err := c.matchDriver(&cl.Any[i], types, false)
 		if err != nil {
 			return nil, err
 		}
-		s.add(d)
+		arms[i] = d
 	}
-	return s, nil
+	return union(arms), nil
+}
+
+// maxCompound is the most SELECTs union joins in one compound SELECT;
+// SQLite refuses more than 500 (SQLITE_MAX_COMPOUND_SELECT).
+const maxCompound = 256
+
+// union is the set union (no duplicates) of SELECTs of rid. Past
+// maxCompound of them, groups are unions of their own, nested as
+// subqueries, so a comma list of a thousand values still compiles.
+func union(arms []*sqlb) *sqlb {
+	for len(arms) > maxCompound {
+		var groups []*sqlb
+		for i := 0; i < len(arms); i += maxCompound {
+			g := &sqlb{}
+			g.w("SELECT rid FROM (").add(union(arms[i:min(i+maxCompound, len(arms))])).w(")")
+			groups = append(groups, g)
+		}
+		arms = groups
+	}
+	s := &sqlb{}
+	for i, a := range arms {
+		if i > 0 {
+			s.w(" UNION ")
+		}
+		s.add(a)
+	}
+	return s
+}
+
+// balanced writes n terms joined by op (" AND ", " OR ") as a balanced
+// tree of parentheses. SQLite refuses an expression nested more than 1000
+// deep, and a flat chain of n terms nests n deep; the tree nests log2(n).
+func balanced(s *sqlb, op string, n int, term func(i int) error) error {
+	var span func(lo, hi int) error
+	span = func(lo, hi int) error {
+		if hi-lo == 1 {
+			return term(lo)
+		}
+		mid := (lo + hi) / 2
+		s.w("(")
+		if err := span(lo, mid); err != nil {
+			return err
+		}
+		s.w(op)
+		if err := span(mid, hi); err != nil {
+			return err
+		}
+		s.w(")")
+		return nil
+	}
+	return span(0, n)
 }
 
 // matchDriver is a SELECT of the rids having a row that satisfies m,
@@ -367,12 +415,18 @@ func (c *compiler) fromWhere(q *search.Query, a string, p plan) (from, where *sq
 	}
 	where.w(a + ".deleted = 0")
 	typeFilter(where, a+".type", q.Types, "")
+	var probed []int
 	for i := range q.Where {
-		if i == p.clause {
-			continue
+		if i != p.clause {
+			probed = append(probed, i)
 		}
+	}
+	if len(probed) > 0 {
 		where.w(" AND ")
-		if err := c.clauseProbe(where, &q.Where[i], a, ridExpr(a, p)); err != nil {
+		err := balanced(where, " AND ", len(probed), func(j int) error {
+			return c.clauseProbe(where, &q.Where[probed[j]], a, ridExpr(a, p))
+		})
+		if err != nil {
 			return nil, nil, err
 		}
 	}
@@ -398,16 +452,11 @@ func (c *compiler) clauseProbe(s *sqlb, cl *search.Clause, a, rid string) error 
 		return nil
 	}
 	s.w("(")
-	for i := range cl.Any {
-		if i > 0 {
-			s.w(" OR ")
-		}
-		if err := c.matchProbe(s, &cl.Any[i], a, rid); err != nil {
-			return err
-		}
-	}
+	err := balanced(s, " OR ", len(cl.Any), func(i int) error {
+		return c.matchProbe(s, &cl.Any[i], a, rid)
+	})
 	s.w(")")
-	return nil
+	return err
 }
 
 // matchProbe: resource a satisfies m. The type restriction stays outside

@@ -585,3 +585,45 @@ func TestPageWithBodiesPlan(t *testing.T) {
 		t.Fatalf("search: %+v, %v", page, err)
 	}
 }
+
+// TestLargeQueriesCompile: the parser lets through up to 1000 values per
+// parameter and 1000 repeats of one; each shape compiles within SQLite's
+// limits (500 SELECTs to a compound, expressions 1000 deep) and finds the
+// one resource it should, whether the long clause drives or is probed.
+func TestLargeQueriesCompile(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	putStrings(t, s, "Patient", "p1", strEntry("name", "okafor"))
+	putStrings(t, s, "Patient", "p2", strEntry("name", "smith"))
+	const n = 1000
+	anyOf := func(op search.Op, last string) search.Clause {
+		var c search.Clause
+		for i := range n - 1 {
+			c.Any = append(c.Any, search.Match{Op: op, Keys: []string{"name\x1fnobody" + strconv.Itoa(i)}, Prefix: "name\x1fnobody" + strconv.Itoa(i)})
+		}
+		c.Any = append(c.Any, search.Match{Op: op, Keys: []string{"name\x1f" + last}, Prefix: "name\x1f" + last})
+		return c
+	}
+	repeated := make([]search.Clause, n)
+	for i := range repeated {
+		repeated[i] = search.Clause{Any: []search.Match{{Op: search.OpKeyPrefix, Prefix: "name\x1foka"}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		where []search.Clause
+	}{
+		{"1000 exact values", []search.Clause{anyOf(search.OpKey, "okafor")}},
+		{"1000 prefixes", []search.Clause{anyOf(search.OpKeyPrefix, "oka")}},
+		{"1000 prefixes beside a driver", []search.Clause{{Any: []search.Match{{Op: search.OpKey, Keys: []string{"name\x1fokafor"}}}}, anyOf(search.OpKeyPrefix, "oka")}},
+		{"1000 repeats", repeated},
+	} {
+		p, err := s.Search(t.Context(), &search.Query{Types: []string{"Patient"}, Count: 10, Where: tc.where})
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if len(p.Matches) != 1 || p.Matches[0].ID != "p1" {
+			t.Errorf("%s: %d matches, want p1", tc.name, len(p.Matches))
+		}
+	}
+}
