@@ -132,6 +132,12 @@ func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *ca
 		default:
 			return notSelective(c.typ, len(found))
 		}
+		// Only a resource that will be created has its conditional
+		// references resolved: a match answers with what exists.
+		body, err := s.resolveReferences(ctx, body, nil)
+		if err != nil {
+			return err
+		}
 		wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
 		if err != nil {
 			return err

@@ -32,9 +32,9 @@ func TestConditionalReferencesOutsideTransactions(t *testing.T) {
 		return fmt.Appendf(nil, `{"resourceType":"Observation","status":"final","code":{"text":"x"},`+
 			`"extension":[{"url":"https://kiln.example/focus","valueReference":{"reference":%q}}]}`, ref)
 	}
-	identified := func(ref string) []byte {
-		return fmt.Appendf(nil, `{"resourceType":"Observation","identifier":[{"system":%q,"value":"cref-cond"}],"status":"final","code":{"text":"x"},"subject":{"reference":%q}}`,
-			testSystem, ref)
+	identified := func(value, ref string) []byte {
+		return fmt.Appendf(nil, `{"resourceType":"Observation","identifier":[{"system":%q,"value":%q}],"status":"final","code":{"text":"x"},"subject":{"reference":%q}}`,
+			testSystem, value, ref)
 	}
 	escaped := func(b []byte) []byte { return bytes.Replace(b, []byte("?"), []byte(`\u003f`), 1) }
 	jsonPatch := func(ref string) []byte {
@@ -57,10 +57,11 @@ func TestConditionalReferencesOutsideTransactions(t *testing.T) {
 		{"create, ? escaped", "POST", "/Observation", escaped(observationOf(toOne)), nil, 201, "Patient/" + one, false},
 		{"create, ? escaped, no match", "POST", "/Observation", escaped(observationOf(toNone)), nil, 412, "", false},
 		{"create, malformed criteria", "POST", "/Observation", observationOf("Patient?birthdate=soon"), nil, 400, "", false},
-		{"conditional create", "POST", "/Observation", observationOf(toOne), []string{"If-None-Exist", "identifier=" + testSystem + "|cref-ifnone"}, 201, "Patient/" + one, true},
+		{"conditional create", "POST", "/Observation", identified("cref-ifnone", toOne), []string{"If-None-Exist", "identifier=" + testSystem + "|cref-ifnone"}, 201, "Patient/" + one, true},
+		{"conditional create that matches ignores the body", "POST", "/Observation", identified("cref-ifnone", toNone), []string{"If-None-Exist", "identifier=" + testSystem + "|cref-ifnone"}, 200, "Patient/" + one, true},
 		{"update", "PUT", "/Observation/cref-put", withID(observationOf(toOne), "cref-put"), nil, 200, "Patient/" + one, false},
 		{"update, no match", "PUT", "/Observation/cref-put", withID(observationOf(toNone), "cref-put"), nil, 412, "", false},
-		{"conditional update", "PUT", "/Observation?identifier=" + testSystem + "|cref-cond", identified(toOne), nil, 201, "Patient/" + one, true},
+		{"conditional update", "PUT", "/Observation?identifier=" + testSystem + "|cref-cond", identified("cref-cond", toOne), nil, 201, "Patient/" + one, true},
 		{"patch", "PATCH", "/Observation/cref-patch", jsonPatch(toOne), []string{"Content-Type", "application/json-patch+json"}, 200, "Patient/" + one, false},
 		{"patch, several matches", "PATCH", "/Observation/cref-patch", jsonPatch(toDup), []string{"Content-Type", "application/json-patch+json"}, 412, "", false},
 	}

@@ -229,9 +229,6 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 		return err
 	}
 	ctx := r.Context()
-	if body, err = s.resolveReferences(ctx, body, nil); err != nil {
-		return err
-	}
 	// The spec says a server ignores any id in a create body; the new id is
 	// ours (or the one a transaction Bundle assigned to this entry).
 	id := assignedID(ctx)
@@ -240,6 +237,9 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	if cond := r.Header.Get("If-None-Exist"); cond != "" {
 		return s.conditionalCreate(w, r, c, cond, id, body)
+	}
+	if body, err = s.resolveReferences(ctx, body, nil); err != nil {
+		return err
 	}
 	gen := s.registry.Generation()
 	wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
