@@ -337,7 +337,7 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 		}
 		switch len(found) {
 		case 0:
-			return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
+			return "", unmatchedReference(ref)
 		case 1:
 			resolved[ref] = typ + "/" + found[0].ID
 			return resolved[ref], nil
@@ -345,4 +345,10 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 		return "", outcome.New(http.StatusPreconditionFailed, "multiple-matches",
 			"the conditional reference "+quote(ref)+" matches more than one resource; it must match exactly one")
 	}, nil)
+}
+
+// unmatchedReference is the 412 of a conditional reference that matches
+// no resource.
+func unmatchedReference(ref string) error {
+	return outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
 }

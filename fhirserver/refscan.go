@@ -160,6 +160,10 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 	mode := wantValue
 	kind := otherValue // of the value about to be scanned
 	education := false // the value about to be scanned is an "education" member's
+	pop := func() {
+		n := len(stack) - 1
+		stack, kinds, marks = stack[:n], kinds[:n], marks[:n]
+	}
 	// closeObject settles the "reference" members of the object that
 	// closes, and pops it.
 	closeObject := func() {
@@ -174,7 +178,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				}
 			}
 		}
-		stack, kinds, marks = stack[:d-1], kinds[:d-1], marks[:d-1]
+		pop()
 	}
 	i := skipSpace(b, 0)
 	for {
@@ -205,7 +209,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 					closer = ']'
 				}
 				if i < len(b) && b[i] == closer {
-					stack, kinds, marks = stack[:len(stack)-1], kinds[:len(kinds)-1], marks[:len(marks)-1]
+					pop()
 					i++
 					mode = afterValue
 				} else if c == '{' {
@@ -293,7 +297,7 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 				closeObject()
 				i++
 			case c == ']' && top == '[':
-				stack, kinds, marks = stack[:len(stack)-1], kinds[:len(kinds)-1], marks[:len(marks)-1]
+				pop()
 				i++
 			default:
 				return spans, false

@@ -441,7 +441,7 @@ func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[
 		return "", err
 	}
 	if len(found) == 0 {
-		return "", outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
+		return "", unmatchedReference(ref)
 	}
 	to := typ + "/" + found[0].ID
 	rw.conditional[crit.key] = to
