@@ -320,8 +320,8 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 		}, nil)
 	}
 	return rewriteReferences(body, func(ref string) (string, error) {
-		typ, query, ok := strings.Cut(ref, "?")
-		if !ok || !profiles.IsResourceType(typ) {
+		typ, query, ok := s.conditionalReference(ref)
+		if !ok {
 			return "", nil
 		}
 		if to, ok := resolved[ref]; ok {
@@ -351,4 +351,12 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 // no resource.
 func unmatchedReference(ref string) error {
 	return outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
+}
+
+// conditionalReference splits a conditional reference into its type and
+// criteria: "Patient?identifier=…", relative or under this server's base.
+// ok is false for any other reference.
+func (s *Server) conditionalReference(ref string) (typ, query string, ok bool) {
+	typ, query, ok = strings.Cut(strings.TrimPrefix(ref, s.cfg.BaseURL+"/"), "?")
+	return typ, query, ok && profiles.IsResourceType(typ)
 }

@@ -422,8 +422,8 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 // less the resources in gone. A match is recorded with entry (-1: not
 // known), for verify to check once every entry is applied.
 func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[string]bool, entry int) (string, error) {
-	typ, query, ok := strings.Cut(ref, "?")
-	if !ok || !profiles.IsResourceType(typ) {
+	typ, query, ok := rw.s.conditionalReference(ref)
+	if !ok {
 		return "", nil
 	}
 	crit, err := rw.s.criteria(ctx, typ, query, 2)
