@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -106,18 +107,51 @@ func placeholders(n int) string {
 // clauseDriver is a SELECT of the rids matching one drivable clause,
 // each once unless !distinct.
 func (c *compiler) clauseDriver(cl *search.Clause, types []string, distinct bool) (*sqlb, error) {
-	if len(cl.Any) == 1 {
-		return c.matchDriver(&cl.Any[0], types, distinct)
+	ms := anyOf(cl)
+	if len(ms) == 1 {
+		return c.matchDriver(&ms[0], types, distinct)
 	}
-	arms := make([]*sqlb, len(cl.Any))
-	for i := range cl.Any {
-		d, err := c.matchDriver(&cl.Any[i], types, false)
+	arms := make([]*sqlb, len(ms))
+	for i := range ms {
+		d, err := c.matchDriver(&ms[i], types, false)
 		if err != nil {
 			return nil, err
 		}
 		arms[i] = d
 	}
 	return union(arms), nil
+}
+
+// anyOf is the matches of cl with its plain key lookups of one type
+// merged into one (key IN (…)): a comma list of a thousand codes is one
+// index probe per resource, not a thousand, and one SELECT, not a union
+// of a thousand. cl is not changed.
+func anyOf(cl *search.Clause) []search.Match {
+	n := 0
+	for i := range cl.Any {
+		if m := &cl.Any[i]; m.Op == search.OpKey && !m.Not {
+			n++
+		}
+	}
+	if n < 2 {
+		return cl.Any
+	}
+	out := make([]search.Match, 0, len(cl.Any)-n+1)
+	merged := map[string]int{} // by the match's type: its index in out
+	for _, m := range cl.Any {
+		if m.Op != search.OpKey || m.Not {
+			out = append(out, m)
+			continue
+		}
+		if i, ok := merged[m.Type]; ok {
+			out[i].Keys = append(out[i].Keys, m.Keys...)
+			continue
+		}
+		merged[m.Type] = len(out)
+		m.Keys = slices.Clone(m.Keys) // appended to: not the query's own
+		out = append(out, m)
+	}
+	return out
 }
 
 // maxCompound is the most SELECTs union joins in one compound SELECT;
@@ -451,13 +485,18 @@ func (c *compiler) clauseProbe(s *sqlb, cl *search.Clause, a, rid string) error 
 		s.w("0") // an empty OR
 		return nil
 	}
+	ms := anyOf(cl)
 	s.w("(")
-	err := balanced(s, " OR ", len(cl.Any), func(i int) error {
-		return c.matchProbe(s, &cl.Any[i], a, rid)
+	err := balanced(s, " OR ", len(ms), func(i int) error {
+		return c.matchProbe(s, &ms[i], a, rid)
 	})
 	s.w(")")
 	return err
 }
+
+// maxSeekedKeys is the longest list of keys a probe looks up one by one;
+// a resource has some tens of keys, so past it reading them is cheaper.
+const maxSeekedKeys = 16
 
 // matchProbe: resource a satisfies m. The type restriction stays outside
 // the negation: a typed match never holds for another type.
@@ -474,7 +513,13 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 	switch m.Op {
 	case search.OpKey:
 		k := c.alias("k")
-		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND " + k + ".key IN (" + placeholders(len(m.Keys)) + ")")
+		// A long list is tested against the resource's few keys ('+'
+		// keeps SQLite from seeking each listed key in the index).
+		in := k + ".key IN ("
+		if len(m.Keys) > maxSeekedKeys {
+			in = "+" + in
+		}
+		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND " + in + placeholders(len(m.Keys)) + ")")
 		for _, key := range m.Keys {
 			s.args = append(s.args, key)
 		}
