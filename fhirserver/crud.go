@@ -182,17 +182,20 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	var err error
 	if restamped, ok := pre.restamp(s.nowFor(ctx), prev); ok {
 		w = store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method, Body: restamped}
-	} else if w, err = s.stamp(ctx, typ, id, prev, body, method); err != nil || w.Deleted {
+	} else if w, err = s.stamp(ctx, typ, id, prev, body, method); err != nil {
 		return w, err
+	}
+	if typ == "SearchParameter" {
+		if err := s.searchParameterWritten(prev, w); err != nil {
+			return w, err
+		}
+	}
+	if w.Deleted {
+		return w, nil
 	}
 	if rows, ok := pre.rowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
 		w.Index = rows
 		return w, nil
-	}
-	if typ == "SearchParameter" {
-		if err := s.activateSearchParameter(w.Body); err != nil {
-			return w, err
-		}
 	}
 	w.Index, err = s.checkedRows(ctx, typ, w.Body)
 	return w, err

@@ -8,11 +8,13 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // Custom search parameters: an active SearchParameter written to the server
-// joins the registry, and resources written from then on are indexed by it.
+// joins the registry, and resources written from then on are indexed by it;
+// deleting or retiring it takes it out again.
 // Resources written before are found by it only after a reindex ($reindex,
 // kiln admin reindex).
 
@@ -40,6 +42,44 @@ func (s *Server) activateSearchParameter(body []byte) error {
 		return s.refreshCapability()
 	}
 	return nil
+}
+
+// searchParameterWritten keeps the registry in step with a write of a
+// SearchParameter: an active one is registered (replacing its previous
+// version), and the parameter of the version it replaces stops counting
+// when the new one is deleted, no longer active, or has another url.
+func (s *Server) searchParameterWritten(prev *store.Version, w store.Write) error {
+	var now searchParameterState
+	if !w.Deleted {
+		if err := s.activateSearchParameter(w.Body); err != nil {
+			return err
+		}
+		now = searchParameterOf(w.Body)
+	}
+	if prev == nil || prev.Deleted {
+		return nil
+	}
+	if was := searchParameterOf(prev.Body); was.url != "" && (!now.active || now.url != was.url) &&
+		s.registry.RemoveCustom(was.url) && s.capability.Load() != nil {
+		return s.refreshCapability()
+	}
+	return nil
+}
+
+// searchParameterState is what decides whether a SearchParameter body
+// counts for search.
+type searchParameterState struct {
+	url    string
+	active bool
+}
+
+func searchParameterOf(body []byte) searchParameterState {
+	var sp struct {
+		URL    string `json:"url"`
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(body, &sp) // a stored body is valid; else it counts for nothing
+	return searchParameterState{url: sp.URL, active: sp.Status == "active"}
 }
 
 // loadSearchParameters registers the active SearchParameters already in

@@ -76,3 +76,65 @@ func TestCustomSearchParameterRefused(t *testing.T) {
 }
 
 func sorted(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
+
+// Retiring or deleting a SearchParameter takes its parameter out of
+// search (and the CapabilityStatement); moving it to another base moves
+// the parameter.
+func TestCustomSearchParameterWithdrawn(t *testing.T) {
+	h := newHarness(t)
+	const query = "/Patient?marital=http://terminology.hl7.org/CodeSystem/v3-MaritalStatus|M"
+	put := func(body string) {
+		t.Helper()
+		if r := h.do("PUT", "/SearchParameter/marital", []byte(body)); r.status >= 300 {
+			t.Fatalf("PUT SearchParameter: %d %s", r.status, r.body)
+		}
+	}
+	known := func(query string) bool {
+		t.Helper()
+		return h.do("GET", query, nil, "Prefer", "handling=strict").status == http.StatusOK
+	}
+	withID := strings.Replace(maritalParam, `"resourceType":"SearchParameter",`, `"resourceType":"SearchParameter","id":"marital",`, 1)
+	put(withID)
+	if !known(query) {
+		t.Fatal("the active parameter is not known")
+	}
+	put(strings.Replace(withID, `"status":"active"`, `"status":"retired"`, 1))
+	if known(query) {
+		t.Error("a retired parameter is still searched")
+	}
+	if r := h.do("GET", "/metadata", nil); bytes.Contains(r.body, []byte(`"name":"marital"`)) {
+		t.Error("the CapabilityStatement still lists the retired parameter")
+	}
+	put(withID)
+	put(strings.Replace(withID, `"base":["Patient"]`, `"base":["Person"]`, 1))
+	if known(query) || !known("/Person?marital=M") {
+		t.Error("the parameter did not move from Patient to Person")
+	}
+	if r := h.do("DELETE", "/SearchParameter/marital", nil); r.status >= 300 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	if known("/Person?marital=M") {
+		t.Error("a deleted parameter is still searched")
+	}
+}
+
+// A custom parameter whose expression fails on some resources at run time
+// (here: subtracting two dates) leaves those resources out of its index;
+// it does not refuse their writes, nor a reindex.
+func TestCustomSearchParameterFailingExpression(t *testing.T) {
+	h := newHarness(t)
+	sp := `{"resourceType":"SearchParameter","url":"https://kiln.example/SearchParameter/age-ish","name":"ageish","status":"active",
+"description":"d","code":"ageish","base":["Patient"],"type":"number","expression":"(Patient.birthDate - @1900-01-01)"}`
+	if r := h.do("POST", "/SearchParameter", []byte(sp)); r.status != http.StatusCreated {
+		t.Fatalf("create SearchParameter: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/Patient", []byte(`{"resourceType":"Patient","birthDate":"1970-01-01"}`)); r.status != http.StatusCreated {
+		t.Errorf("a Patient on which the parameter fails: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/Patient/$reindex", nil); r.status != http.StatusOK {
+		t.Errorf("$reindex: %d %s", r.status, r.body)
+	}
+	if got := h.search(t, "/Patient?ageish=gt0").matches; len(got) != 0 {
+		t.Errorf("found %v by a parameter that could not be evaluated", got)
+	}
+}

@@ -114,6 +114,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Registry.SetLogger(cfg.Logger)
 	v, err := fhirjson.NewValidator(cfg.Limits)
 	if err != nil {
 		return nil, fmt.Errorf("fhirserver: %w", err)

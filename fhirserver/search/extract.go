@@ -74,8 +74,21 @@ func (r *Registry) extractInto(ctx context.Context, x *extractor, tp *typeParams
 		if !p.Indexable() || len(p.Parts) > 0 || p.Conjoined != nil || !r.whole && !p.mayApply(present) {
 			continue
 		}
+		n := len(x.out)
 		if err := x.param(p); err != nil {
-			return err
+			if !p.Custom || ctx.Err() != nil {
+				return err
+			}
+			// A custom parameter whose expression fails on this resource
+			// (a type error FHIRPath finds only at run time) leaves the
+			// resource out of its index: one bad SearchParameter must
+			// not refuse every write of the type.
+			clear(x.out[n:])
+			x.out = x.out[:n]
+			if l := r.log.Load(); l != nil {
+				l.WarnContext(ctx, "a custom search parameter failed on a resource, which is not indexed by it",
+					"parameter", p.Code, "url", p.URL, "resourceType", resource["resourceType"])
+			}
 		}
 	}
 	r.unlinkForeign(x.out)

@@ -3,6 +3,7 @@ package search
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -94,7 +95,13 @@ type Registry struct {
 	gen atomic.Uint64
 	// base is this server's FHIR base (see SetBase).
 	base atomic.Pointer[string]
+	// log hears of custom parameters that fail on a resource (SetLogger).
+	log atomic.Pointer[slog.Logger]
 }
+
+// SetLogger is where the registry reports a custom parameter whose
+// expression fails on a resource being indexed.
+func (r *Registry) SetLogger(l *slog.Logger) { r.log.Store(l) }
 
 // SetBase tells the registry this server's FHIR base URL (https://host/fhir).
 // An absolute reference under it is indexed as the local Type/id it names;
@@ -688,7 +695,8 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, core := r.byURL[sp.URL]; core && r.custom[sp.URL].URL == "" {
+	prev, had := r.custom[sp.URL]
+	if _, core := r.byURL[sp.URL]; core && !had {
 		return fmt.Errorf("search: %s is the URL of a core parameter", sp.URL)
 	}
 	next := map[string]*typeParams{}
@@ -705,14 +713,16 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 			return err
 		}
 		p.Custom = true
-		m := make(map[string]*Param, len(tp.byCode)+1)
-		for k, v := range tp.byCode {
-			if v.URL != sp.URL { // drop the previous version of this parameter
-				m[k] = v
-			}
-		}
+		m := withoutURL(tp, sp.URL) // the previous version of this parameter
 		m[sp.Code] = p
 		next[t] = newTypeParams(m)
+	}
+	if had { // types the previous version had and this one has not
+		for _, t := range expandBase(prev.Base) {
+			if _, ok := next[t]; !ok {
+				next[t] = newTypeParams(withoutURL(r.types[t], sp.URL))
+			}
+		}
 	}
 	for t, tp := range next {
 		r.types[t] = tp
@@ -721,4 +731,33 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 	r.custom[sp.URL] = sp
 	r.byURL[sp.URL] = &sp // later composites may use it as a component
 	return nil
+}
+
+// RemoveCustom drops the custom parameter with url (its SearchParameter
+// was deleted or retired) and reports whether there was one.
+func (r *Registry) RemoveCustom(url string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sp, ok := r.custom[url]
+	if !ok {
+		return false
+	}
+	for _, t := range expandBase(sp.Base) {
+		r.types[t] = newTypeParams(withoutURL(r.types[t], url))
+	}
+	delete(r.custom, url)
+	delete(r.byURL, url) // a custom url is never a core one (AddCustom)
+	r.gen.Add(1)
+	return true
+}
+
+// withoutURL is a copy of tp's parameters less the one with url.
+func withoutURL(tp *typeParams, url string) map[string]*Param {
+	m := make(map[string]*Param, len(tp.byCode)+1)
+	for k, v := range tp.byCode {
+		if v.URL != url {
+			m[k] = v
+		}
+	}
+	return m
 }
