@@ -309,6 +309,10 @@ func TestSearchInteractions(t *testing.T) {
 		r := h.with(t).do("POST", "/Patient/_search", []byte("family=m%C3%BCller"), "Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
 		check(t, "POST with charset", h.walk(t, r), idset("pat-muller", "pat-muller2"))
 	})
+	t.Run("POST _search without a Content-Type is a form", func(t *testing.T) {
+		r := h.with(t).do("POST", "/Patient/_search", []byte("family=m%C3%BCller"), "Content-Type", "")
+		check(t, "POST without Content-Type", h.walk(t, r), idset("pat-muller", "pat-muller2"))
+	})
 	t.Run("POST _search pages through GET links", func(t *testing.T) {
 		got := h.searchPost(t, "/Observation/_search", "code=http://loinc.org|2345-7&_count=1")
 		check(t, "POST code, _count=1", got, glucose)

@@ -42,7 +42,12 @@ func (s *Server) searchParams(r *http.Request) (url.Values, error) {
 	if r.Method != http.MethodPost {
 		return r.URL.Query(), nil
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
+	switch ct := r.Header.Get("Content-Type"); {
+	case ct == "":
+		// The body of POST _search is a form, said or not; unsaid,
+		// ParseForm would drop its criteria and widen the search.
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	case !strings.HasPrefix(ct, "application/x-www-form-urlencoded"):
 		return nil, outcome.New(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes an application/x-www-form-urlencoded body; got "+quote(ct))
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.Limits.MaxResourceBytes)

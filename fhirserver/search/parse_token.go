@@ -2,6 +2,7 @@ package search
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/kiln-fhir/kiln/profiles"
@@ -192,14 +193,19 @@ type expandError string
 
 func (e expandError) Error() string { return string(e) }
 
+// maxValueSetDepth bounds how deep ValueSets include one another, which
+// also ends a cycle.
+const maxValueSetDepth = 8
+
 // expandValueSet returns the codes of the ValueSet url as sorted
 // "system|code" forms: from its expansion when it has one, else from its
 // compose over CodeSystems this server holds. A ValueSet that is unknown,
 // or that draws on a CodeSystem or filter this server cannot evaluate, is
 // an error: answering with fewer codes would be silently wrong.
 func (t terms) expandValueSet(url string, depth int) ([]string, error) {
-	if depth > 8 {
-		return nil, expandError("ValueSet " + quote(url) + " includes itself")
+	if depth > maxValueSetDepth {
+		return nil, expandError("ValueSet " + quote(url) + " is included more than " + strconv.Itoa(maxValueSetDepth) +
+			" levels deep (or includes itself); this server expands ValueSets up to that depth")
 	}
 	vs, ok := t.valueSet(url)
 	if !ok {

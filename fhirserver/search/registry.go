@@ -629,10 +629,10 @@ func (r *Registry) typeParams(t string) *typeParams {
 	return r.types[t]
 }
 
-// validCode reports whether code is a usable parameter name: letters,
-// digits, '-', '_' and '.', not starting with a digit or '-'; the query
-// syntax reserves ':' (modifiers), '.' at the start, '=', '&', '$', '|'
-// and ',' (values).
+// validCode reports whether code is a usable name for a custom
+// parameter: letters, digits, '-' and '_', starting with a letter. The
+// query syntax reserves ':' (modifiers), '.' (chains), '=', '&', '$', '|'
+// and ',' (values), and the specification the names starting with '_'.
 func validCode(code string) bool {
 	if code == "" || len(code) > 64 {
 		return false
@@ -640,8 +640,8 @@ func validCode(code string) bool {
 	for i := 0; i < len(code); i++ {
 		c := code[i]
 		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '_':
-		case '0' <= c && c <= '9', c == '-', c == '.':
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case '0' <= c && c <= '9', c == '-', c == '_':
 			if i == 0 {
 				return false
 			}

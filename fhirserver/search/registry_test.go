@@ -190,6 +190,9 @@ func TestAddCustom(t *testing.T) {
 	}{
 		{"no url", profiles.SearchParameter{Code: "x", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "url"},
 		{"bad code", profiles.SearchParameter{URL: "u1", Code: "a b", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "code"},
+		{"code with a chain's dot", profiles.SearchParameter{URL: "u1", Code: "a.b", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "code"},
+		{"code reserved by the specification", profiles.SearchParameter{URL: "u1", Code: "_has", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "code"},
+		{"code starting with a digit", profiles.SearchParameter{URL: "u1", Code: "1x", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "code"},
 		{"bad base", profiles.SearchParameter{URL: "u2", Code: "x", Base: []string{"Patientt"}, Type: "string", Expression: "Patient.id"}, "base"},
 		{"bad type", profiles.SearchParameter{URL: "u3", Code: "x", Base: []string{"Patient"}, Type: "text", Expression: "Patient.id"}, "type"},
 		{"no expression", profiles.SearchParameter{URL: "u4", Code: "x", Base: []string{"Patient"}, Type: "token"}, "expression"},
