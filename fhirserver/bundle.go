@@ -121,6 +121,9 @@ func (s *Server) entryURL(e *entryIn) string {
 // dispatch runs one entry through the router and records the answer.
 func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string) entryResult {
 	target := s.prefix + "/" + rel
+	if strings.HasPrefix(rel, "?") { // a system search: [base]?_type=…
+		target = s.prefix + rel
+	}
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
 		return failed(outcome.New(http.StatusBadRequest, "invalid", "invalid request url "+quote(rel)+": "+err.Error()))

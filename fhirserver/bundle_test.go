@@ -727,3 +727,21 @@ func TestTransactionIndexesTheLastUpdatedItIsStampedWith(t *testing.T) {
 		}
 	}
 }
+
+// A GET entry may be a system search ([base]?_type=…), as a request to the
+// base would be.
+func TestBatchSystemSearchEntry(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(t, "Patient", patientWith("sys-search", "Sys"))
+	r := h.do("POST", "", bundleOf("batch", `{"request":{"method":"GET","url":"?_type=Patient&identifier=`+testSystem+`|sys-search"}}`))
+	if r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	entry := r.json(t)["entry"].([]any)[0].(map[string]any)
+	if status := entry["response"].(map[string]any)["status"].(string); !strings.HasPrefix(status, "200") {
+		t.Fatalf("system search entry: %s %s", status, r.body)
+	}
+	if !strings.Contains(string(r.body), `"id":"`+id+`"`) {
+		t.Errorf("the system search did not find Patient/%s: %s", id, r.body)
+	}
+}
