@@ -117,8 +117,8 @@ func createPrivate(path string) (string, error) {
 // openWriterPool opens a pool of one connection with the writer role (see
 // dsn), kept open with its prepared statements, and checks that the file is
 // in WAL mode.
-func openWriterPool(ctx context.Context, abs, synchronous string) (*sql.DB, error) {
-	db, err := sql.Open(driverName, dsn(abs, writerRole, synchronous))
+func openWriterPool(ctx context.Context, abs, synchronous string, extra ...string) (*sql.DB, error) {
+	db, err := sql.Open(driverName, dsn(abs, writerRole, synchronous, extra...))
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,8 @@ const (
 // dsn builds the data source name for path. Both pools use the same
 // database file; readers are made query_only so that a bug can never turn
 // the reader pool into a second writer (which could then meet SQLITE_BUSY).
-func dsn(path string, r role, synchronous string) string {
+// extra are more PRAGMAs, name(value), for this pool alone.
+func dsn(path string, r role, synchronous string, extra ...string) string {
 	// busy_timeout first, as the driver documentation asks: later PRAGMAs may
 	// already need a lock.
 	pragmas := []string{
@@ -82,6 +83,7 @@ func dsn(path string, r role, synchronous string) string {
 	if r == readerRole {
 		pragmas = append(pragmas, "query_only(1)")
 	}
+	pragmas = append(pragmas, extra...)
 
 	q := url.Values{"_pragma": pragmas}
 	if r == writerRole {

@@ -683,3 +683,26 @@ func TestPathNeedsEscaping(t *testing.T) {
 		t.Fatalf("Read after reopen: %v", err)
 	}
 }
+
+// The writer checkpoints the WAL only past writerCheckpointPages (fewer,
+// larger checkpoints; see open), and the audit log's writer, a separate
+// file with its own small writes, keeps SQLite's default.
+func TestWriterCheckpointThreshold(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	var pages int
+	if err := s.writer.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if pages != writerCheckpointPages {
+		t.Errorf("store writer: wal_autocheckpoint %d, want %d", pages, writerCheckpointPages)
+	}
+	db, err := openWriterPool(t.Context(), filepath.Join(t.TempDir(), "audit.db"), defaultSynchronous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRow(`PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil || pages != 1000 {
+		t.Errorf("another writer pool: wal_autocheckpoint %d (%v), want SQLite's 1000", pages, err)
+	}
+}
