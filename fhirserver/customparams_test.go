@@ -2,10 +2,12 @@ package fhirserver_test
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gorilla/mux"
@@ -121,8 +123,11 @@ func TestCustomSearchParameterWithdrawn(t *testing.T) {
 // A custom parameter whose expression fails on some resources at run time
 // (here: subtracting two dates) leaves those resources out of its index;
 // it does not refuse their writes, nor a reindex.
+//
+// The log is told once, without the resource's data.
 func TestCustomSearchParameterFailingExpression(t *testing.T) {
-	h := newHarness(t)
+	var logged syncBuffer
+	h := newHarness(t, func(c *fhirserver.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logged, nil)) })
 	sp := `{"resourceType":"SearchParameter","url":"https://kiln.example/SearchParameter/age-ish","name":"ageish","status":"active",
 "description":"d","code":"ageish","base":["Patient"],"type":"number","expression":"(Patient.birthDate - @1900-01-01)"}`
 	if r := h.do("POST", "/SearchParameter", []byte(sp)); r.status != http.StatusCreated {
@@ -131,10 +136,34 @@ func TestCustomSearchParameterFailingExpression(t *testing.T) {
 	if r := h.do("POST", "/Patient", []byte(`{"resourceType":"Patient","birthDate":"1970-01-01"}`)); r.status != http.StatusCreated {
 		t.Errorf("a Patient on which the parameter fails: %d %s", r.status, r.body)
 	}
+	if r := h.do("POST", "/Patient", []byte(`{"resourceType":"Patient","birthDate":"1981-02-03"}`)); r.status != http.StatusCreated {
+		t.Errorf("another: %d %s", r.status, r.body)
+	}
 	if r := h.do("POST", "/Patient/$reindex", nil); r.status != http.StatusOK {
 		t.Errorf("$reindex: %d %s", r.status, r.body)
+	}
+	if n := strings.Count(logged.String(), "custom search parameter fails"); n != 1 || strings.Contains(logged.String(), "1981") {
+		t.Errorf("told the log %d times (want once, without resource data):\n%s", n, logged.String())
 	}
 	if got := h.search(t, "/Patient?ageish=gt0").matches; len(got) != 0 {
 		t.Errorf("found %v by a parameter that could not be evaluated", got)
 	}
+}
+
+// syncBuffer is a bytes.Buffer a logger may write from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

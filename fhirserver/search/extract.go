@@ -85,9 +85,11 @@ func (r *Registry) extractInto(ctx context.Context, x *extractor, tp *typeParams
 			// not refuse every write of the type.
 			clear(x.out[n:])
 			x.out = x.out[:n]
-			if l := r.log.Load(); l != nil {
-				l.WarnContext(ctx, "a custom search parameter failed on a resource, which is not indexed by it",
-					"parameter", p.Code, "url", p.URL, "resourceType", resource["resourceType"])
+			if _, told := r.failed.LoadOrStore(p, true); !told {
+				if l := r.log.Load(); l != nil {
+					l.WarnContext(ctx, "a custom search parameter fails on resources, which it then does not index (told once per version of the parameter)",
+						"parameter", p.Code, "url", p.URL, "resourceType", resource["resourceType"])
+				}
 			}
 		}
 	}

@@ -95,8 +95,10 @@ type Registry struct {
 	gen atomic.Uint64
 	// base is this server's FHIR base (see SetBase).
 	base atomic.Pointer[string]
-	// log hears of custom parameters that fail on a resource (SetLogger).
-	log atomic.Pointer[slog.Logger]
+	// log hears of custom parameters that fail on a resource (SetLogger),
+	// once per *Param in failed: a bad parameter must not flood the log.
+	log    atomic.Pointer[slog.Logger]
+	failed sync.Map
 }
 
 // SetLogger is where the registry reports a custom parameter whose
