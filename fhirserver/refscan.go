@@ -263,12 +263,11 @@ func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 			if !ok {
 				return spans, false
 			}
-			key, ok := memberName(b[i:end])
-			kind = keyKind(key, ok, len(stack) == 1, links)
-			if notReference[key] {
+			var notRef bool
+			kind, notRef, education = keyFacts(b[i:end], len(stack) == 1, links)
+			if notRef {
 				marks[len(marks)-1] |= notReferenceMark
 			}
-			education = key == "education"
 			i = skipSpace(b, end)
 			if i >= len(b) || b[i] != ':' {
 				return spans, false
@@ -398,29 +397,35 @@ func digits(b []byte, i int) int {
 	return i
 }
 
-// memberName decodes a member's quoted key; only a key with escapes
-// needs decoding.
-func memberName(raw []byte) (string, bool) {
+// keyFacts is what the member whose quoted key is raw says: the kind of
+// its value, whether it shows its object's "reference" is not a
+// Reference's (notReference), and whether it is "education". topLevel is
+// true for the members of the outermost object (the resource's own).
+// Only a key with escapes is decoded; the others are compared as bytes,
+// which allocates nothing.
+func keyFacts(raw []byte, topLevel, links bool) (kind valueKind, notRef, education bool) {
+	key := raw[1 : len(raw)-1]
 	if bytes.IndexByte(raw, '\\') >= 0 {
-		return unquoteJSON(raw)
+		k, ok := unquoteJSON(raw)
+		if !ok {
+			return otherValue, false, false
+		}
+		key = []byte(k)
 	}
-	return string(raw[1 : len(raw)-1]), true
+	return keyKind(key, topLevel, links), notReference[string(key)], string(key) == "education"
 }
 
-// keyKind is the kind of the value of the member named key (ok: the name
-// decoded); topLevel is true for the members of the outermost object (the
-// resource's own).
-func keyKind(key string, ok, topLevel, links bool) valueKind {
-	switch {
-	case !ok:
-		return otherValue
-	case key == "reference":
+// keyKind is the kind of the value of the member named key.
+func keyKind(key []byte, topLevel, links bool) valueKind {
+	switch k := string(key); {
+	case k == "reference":
 		return refValue
-	case !links, key == "url" && topLevel, key == "id", key == "value", key == "fullUrl":
+	case !links, k == "url" && topLevel, k == "id", k == "value", k == "fullUrl":
 		return otherValue
-	case key == "div":
+	case k == "div":
 		return narrativeValue
-	case linkNames()[key]:
+	}
+	if linkNames()[string(key)] {
 		return linkValue
 	}
 	return otherValue
