@@ -345,6 +345,11 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		return rw.verify(ctx)
 	})
 	if err != nil {
+		if slices.ContainsFunc(plan, func(p planned) bool { return strings.HasPrefix(p.rel, "SearchParameter") }) {
+			// Its entries registered or withdrew parameters as they were
+			// applied; the store has none of it.
+			s.reloadSearchParameters(context.WithoutCancel(ctx))
+		}
 		return refuseWithoutTx(err, "a transaction Bundle")
 	}
 	writeBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))

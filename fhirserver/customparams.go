@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -45,25 +46,75 @@ func (s *Server) activateSearchParameter(body []byte) error {
 }
 
 // searchParameterWritten keeps the registry in step with a write of a
-// SearchParameter: an active one is registered (replacing its previous
-// version), and the parameter of the version it replaces stops counting
-// when the new one is deleted, no longer active, or has another url.
-func (s *Server) searchParameterWritten(prev *store.Version, w store.Write) error {
-	var now searchParameterState
+// SearchParameter. The parameter of the version it replaces stops counting
+// when the new one is deleted, no longer active, or has another url; an
+// active one is registered (replacing its previous version), unless
+// another active SearchParameter has its url (the registry knows a
+// parameter by its url). When the new one cannot be registered, the
+// previous one is put back.
+func (s *Server) searchParameterWritten(ctx context.Context, prev *store.Version, w store.Write) error {
+	var was, now searchParameterState
+	if prev != nil && !prev.Deleted {
+		was = searchParameterOf(prev.Body)
+	}
 	if !w.Deleted {
-		if err := s.activateSearchParameter(w.Body); err != nil {
-			return err
-		}
 		now = searchParameterOf(w.Body)
 	}
-	if prev == nil || prev.Deleted {
-		return nil
+	if now.active {
+		if err := s.urlTaken(ctx, now.url, w.ID); err != nil {
+			return err
+		}
 	}
-	if was := searchParameterOf(prev.Body); was.url != "" && (!now.active || now.url != was.url) &&
-		s.registry.RemoveCustom(was.url) && s.capability.Load() != nil {
+	removed := was.active && (!now.active || now.url != was.url) && s.registry.RemoveCustom(was.url)
+	if !w.Deleted {
+		if err := s.activateSearchParameter(w.Body); err != nil {
+			if removed {
+				_ = s.activateSearchParameter(prev.Body) // it was registered before
+			}
+			return err
+		}
+	}
+	if removed && s.capability.Load() != nil {
 		return s.refreshCapability()
 	}
 	return nil
+}
+
+// urlTaken refuses the url of another active SearchParameter than id.
+func (s *Server) urlTaken(ctx context.Context, url, id string) error {
+	if url == "" {
+		return nil // activateSearchParameter explains
+	}
+	p, err := s.registry.Parse([]string{"SearchParameter"}, map[string][]string{
+		"url": {strings.NewReplacer(`\`, `\\`, `,`, `\,`).Replace(url)}, "status": {"active"}}, s.parseOptions(true))
+	if err != nil {
+		return err
+	}
+	p.Query.Count = 2
+	found, err := matchIn(ctx, s.db(ctx), p.Query)
+	if err != nil {
+		return err
+	}
+	for _, v := range found {
+		if v.ID != id {
+			return outcome.New(http.StatusUnprocessableEntity, "duplicate",
+				"SearchParameter/"+v.ID+" is active with the url "+quote(url)+"; retire it first, or give this one another url")
+		}
+	}
+	return nil
+}
+
+// reloadSearchParameters rebuilds the custom parameters from the stored
+// SearchParameters: after a transaction Bundle that wrote some failed,
+// the registry holds what its entries registered and the store does not.
+func (s *Server) reloadSearchParameters(ctx context.Context) {
+	s.registry.ResetCustom()
+	if err := s.loadSearchParameters(ctx); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "reloading the SearchParameters", "err", err)
+	}
+	if err := s.refreshCapability(); err != nil {
+		s.cfg.Logger.WarnContext(ctx, "refreshing the CapabilityStatement", "err", err)
+	}
 }
 
 // searchParameterState is what decides whether a SearchParameter body

@@ -2,6 +2,7 @@ package fhirserver_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -166,4 +167,76 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// The registry follows the stored SearchParameters through a transaction
+// that fails (nothing it registered or withdrew stays), an active url
+// taken twice (refused), a url change, and the deletion of a composite's
+// component (the composite goes too, as after a restart).
+func TestCustomSearchParameterRegistryFollowsTheStore(t *testing.T) {
+	h := newHarness(t)
+	sp := func(id, url, code, typ, expression, extra string) string {
+		return `{"resourceType":"SearchParameter","id":"` + id + `","url":"` + url + `","name":"` + code + `","status":"active","description":"d",` +
+			`"code":"` + code + `","base":["Observation"],"type":"` + typ + `","expression":"` + expression + `"` + extra + `}`
+	}
+	known := func(query string) bool {
+		t.Helper()
+		return h.do("GET", query, nil, "Prefer", "handling=strict").status == http.StatusOK
+	}
+	put := func(body string, want int) {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatal(err)
+		}
+		if r := h.do("PUT", "/SearchParameter/"+m["id"].(string), []byte(body)); r.status != want {
+			t.Fatalf("PUT %s: %d %s, want %d", m["id"], r.status, r.body, want)
+		}
+	}
+	put(sp("oc", "https://kiln.example/sp/oc", "ocode", "token", "Observation.code", ""), http.StatusCreated)
+
+	// A transaction that fails after its entries changed the parameters.
+	failing := func(entry string) []byte {
+		return bundleOf("transaction", entry,
+			`{"resource":{"resourceType":"Patient"},"request":{"method":"PUT","url":"Patient/no-id-in-body"}}`)
+	}
+	if r := h.do("POST", "", failing(`{"resource":`+sp("tx1", "https://kiln.example/sp/tx1", "txcode", "token", "Observation.status", "")+
+		`,"request":{"method":"PUT","url":"SearchParameter/tx1"}}`)); r.status < 400 {
+		t.Fatalf("the failing transaction: %d %s", r.status, r.body)
+	}
+	if known("/Observation?txcode=x") {
+		t.Error("a parameter from a failed transaction is searchable")
+	}
+	if r := h.do("POST", "", failing(`{"request":{"method":"DELETE","url":"SearchParameter/oc"}}`)); r.status < 400 {
+		t.Fatalf("the failing transaction: %d %s", r.status, r.body)
+	}
+	if !known("/Observation?ocode=x") {
+		t.Error("a parameter deleted by a failed transaction is gone")
+	}
+
+	// Two active SearchParameters with one url.
+	put(sp("oc2", "https://kiln.example/sp/oc", "ocode2", "token", "Observation.code", ""), http.StatusUnprocessableEntity)
+	if !known("/Observation?ocode=x") || known("/Observation?ocode2=x") {
+		t.Error("the refused duplicate url changed the parameters")
+	}
+
+	// A url change of an active one.
+	put(sp("oc", "https://kiln.example/sp/oc-new", "ocode", "token", "Observation.code", ""), http.StatusOK)
+	if !known("/Observation?ocode=x") {
+		t.Error("the parameter whose url changed is gone")
+	}
+
+	// A composite on two custom parameters loses its component.
+	put(sp("ov", "https://kiln.example/sp/ov", "ovalue", "quantity", "Observation.value", ""), http.StatusCreated)
+	put(sp("ocv", "https://kiln.example/sp/ocv", "ocodevalue", "composite", "Observation",
+		`,"component":[{"definition":"https://kiln.example/sp/oc-new","expression":"code"},{"definition":"https://kiln.example/sp/ov","expression":"value"}]`), http.StatusCreated)
+	if !known("/Observation?ocodevalue=x$gt5") {
+		t.Fatal("the composite is not searchable")
+	}
+	if r := h.do("DELETE", "/SearchParameter/ov", nil); r.status >= 300 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	if known("/Observation?ocodevalue=x$gt5") {
+		t.Error("a composite whose component was deleted is still searchable")
+	}
 }

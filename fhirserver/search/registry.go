@@ -736,10 +736,24 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 }
 
 // RemoveCustom drops the custom parameter with url (its SearchParameter
-// was deleted or retired) and reports whether there was one.
+// was deleted or retired), and the custom composites built on it, as a
+// restart would not register them; it reports whether there was one.
 func (r *Registry) RemoveCustom(url string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.removeCustom(url)
+}
+
+// ResetCustom drops every custom parameter: the registry is as built.
+func (r *Registry) ResetCustom() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for url := range r.custom {
+		r.removeCustom(url)
+	}
+}
+
+func (r *Registry) removeCustom(url string) bool {
 	sp, ok := r.custom[url]
 	if !ok {
 		return false
@@ -750,6 +764,11 @@ func (r *Registry) RemoveCustom(url string) bool {
 	delete(r.custom, url)
 	delete(r.byURL, url) // a custom url is never a core one (AddCustom)
 	r.gen.Add(1)
+	for other, c := range r.custom {
+		if slices.ContainsFunc(c.Component, func(cp profiles.SearchParameterComponent) bool { return cp.Definition == url }) {
+			r.removeCustom(other)
+		}
+	}
 	return true
 }
 
