@@ -680,7 +680,11 @@ func (r *Registry) AddCustom(sp profiles.SearchParameter) error {
 			return fmt.Errorf("search: SearchParameter.base %q is not a resource type", b)
 		}
 	}
-	if sp.Type != "special" && sp.Expression == "" {
+	if sp.Type == "special" {
+		// Its meaning is code in a server, which a posted one cannot bring.
+		return fmt.Errorf("search: SearchParameter %s is of type special, which this server cannot search by", sp.Code)
+	}
+	if sp.Expression == "" {
 		return fmt.Errorf("search: SearchParameter %s of type %s needs an expression", sp.Code, sp.Type)
 	}
 	if sp.Type == "composite" && len(sp.Component) < 2 {

@@ -196,6 +196,7 @@ func TestAddCustom(t *testing.T) {
 		{"bad base", profiles.SearchParameter{URL: "u2", Code: "x", Base: []string{"Patientt"}, Type: "string", Expression: "Patient.id"}, "base"},
 		{"bad type", profiles.SearchParameter{URL: "u3", Code: "x", Base: []string{"Patient"}, Type: "text", Expression: "Patient.id"}, "type"},
 		{"no expression", profiles.SearchParameter{URL: "u4", Code: "x", Base: []string{"Patient"}, Type: "token"}, "expression"},
+		{"special", profiles.SearchParameter{URL: "u4", Code: "x", Base: []string{"Patient"}, Type: "special", Expression: "Patient.id"}, "special"},
 		{"bad expression", profiles.SearchParameter{URL: "u5", Code: "x", Base: []string{"Patient"}, Type: "token", Expression: "Patient.name.("}, "x"},
 		{"clash with core", profiles.SearchParameter{URL: "u6", Code: "family", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "already exists"},
 		{"core url", profiles.SearchParameter{URL: "http://hl7.org/fhir/SearchParameter/individual-family", Code: "fam2", Base: []string{"Patient"}, Type: "string", Expression: "Patient.id"}, "core"},
