@@ -8,12 +8,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
 
 const maritalParam = `{"resourceType":"SearchParameter","url":"https://kiln.example/SearchParameter/patient-marital",
@@ -127,7 +127,7 @@ func TestCustomSearchParameterWithdrawn(t *testing.T) {
 //
 // The log is told once, without the resource's data.
 func TestCustomSearchParameterFailingExpression(t *testing.T) {
-	var logged syncBuffer
+	var logged syncbuf.Buffer
 	h := newHarness(t, func(c *fhirserver.Config) { c.Logger = slog.New(slog.NewJSONHandler(&logged, nil)) })
 	sp := `{"resourceType":"SearchParameter","url":"https://kiln.example/SearchParameter/age-ish","name":"ageish","status":"active",
 "description":"d","code":"ageish","base":["Patient"],"type":"number","expression":"(Patient.birthDate - @1900-01-01)"}`
@@ -149,24 +149,6 @@ func TestCustomSearchParameterFailingExpression(t *testing.T) {
 	if got := h.search(t, "/Patient?ageish=gt0").matches; len(got) != 0 {
 		t.Errorf("found %v by a parameter that could not be evaluated", got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a logger may write from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // The registry follows the stored SearchParameters through a transaction

@@ -12,23 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
-
-// safeBuffer collects the server's output while it runs.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -42,11 +30,11 @@ func freeAddr(t *testing.T) string {
 
 // startServe runs `kiln serve` in-process on a loopback port with a fresh
 // data folder, and returns a client that trusts its self-signed certificate.
-func startServe(t *testing.T, extra ...string) (addr string, client *http.Client, out *safeBuffer, stop func() error) {
+func startServe(t *testing.T, extra ...string) (addr string, client *http.Client, out *syncbuf.Buffer, stop func() error) {
 	t.Helper()
 	addr = freeAddr(t)
 	data := t.TempDir()
-	out = &safeBuffer{}
+	out = &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {

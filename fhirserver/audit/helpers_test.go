@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
+	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
 
 // openLog opens a log in a new SQLite file; path is the file, for tests
@@ -72,25 +72,7 @@ func sampleEvent(i int) Event {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testOptions(t testing.TB, log *syncBuffer) Options {
+func testOptions(t testing.TB, log *syncbuf.Buffer) Options {
 	var w interface{ Write([]byte) (int, error) } = testWriter{t}
 	if log != nil {
 		w = log

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
 
 func TestChainVerifies(t *testing.T) {
@@ -264,7 +265,7 @@ func TestWriteFailuresAreRetried(t *testing.T) {
 				}
 				return base.Append(ctx, es)
 			}}
-			log := &syncBuffer{}
+			log := &syncbuf.Buffer{}
 			opts := testOptions(t, log)
 			opts.FlushInterval = time.Hour // one batch of 20: the first append fails
 			r := newRecorder(t, st, opts)
@@ -285,7 +286,7 @@ func TestCloseGivesUp(t *testing.T) {
 	st := appendWrapper{Log: base, append: func(context.Context, []store.LogEntry) error {
 		return errors.New("log down")
 	}}
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	r, err := NewRecorder(context.Background(), st, testOptions(t, log))
 	if err != nil {
 		t.Fatal(err)
