@@ -19,6 +19,7 @@ const (
 	walkNone  walkKind = iota
 	walkDates          // search_dates_by_low or _by_high: a date's range ends
 	walkKeys           // search_keys' primary key: a string's or uri's plain keys
+	walkNumbers        // search_numbers_by_low: a number's or quantity's least low
 )
 
 // walkOf says which rows of sort key so hold its sort values in an
@@ -33,6 +34,12 @@ func walkOf(so search.Sort) walkKind {
 		return walkDates
 	case "string", "uri":
 		return walkKeys
+	case "number", "quantity":
+		// Ascending only: search_numbers has no index by high, which a
+		// descending sort (by the greatest high) would walk.
+		if !so.Desc {
+			return walkNumbers
+		}
 	}
 	return walkNone
 }
@@ -165,6 +172,8 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 				index = "search_dates_by_high"
 			}
 			s.w("FROM search_dates AS s0 INDEXED BY " + index)
+		case walkNumbers:
+			s.w("FROM search_numbers AS s0 INDEXED BY search_numbers_by_low")
 		}
 		s.w(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
 	} else {
@@ -264,7 +273,11 @@ func walkWhere(s *sqlb, so search.Sort, typ string) {
 		s.w(") AND ")
 		return
 	}
-	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_dates AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
+	table := "search_dates"
+	if walkOf(so) == walkNumbers {
+		table = "search_numbers"
+	}
+	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM "+table+" AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
 	if so.Desc {
 		s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
 	} else {

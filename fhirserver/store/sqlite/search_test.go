@@ -399,7 +399,9 @@ func TestSortWalkPlan(t *testing.T) {
 		{"no clause, -date, _id", &search.Query{Types: obs, Count: 5, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}, {Param: "_id"}}}, true},
 		{"status, -date, value-quantity", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}, {Param: "value-quantity"}}}, true},
 		{"status and subject, -date", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status, subject}, Sort: []search.Sort{{Param: "date", Desc: true, Type: "date"}}}, false},
-		{"status, value-quantity (not a date)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "value-quantity"}}}, false},
+		{"status, value-quantity (no type given)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "value-quantity"}}}, false},
+		{"status, value-quantity", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "value-quantity", Type: "quantity"}}}, true},
+		{"status, -value-quantity (no index by high)", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "value-quantity", Desc: true, Type: "quantity"}}}, false},
 		{"status, _lastUpdated", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}, Sort: []search.Sort{{Param: "_lastUpdated"}}}, false},
 		{"status, unsorted", &search.Query{Types: obs, Count: 5, Where: []search.Clause{status}}, false},
 		{"family", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "family", Type: "string"}}}, true},
@@ -425,6 +427,8 @@ func TestSortWalkPlan(t *testing.T) {
 		switch {
 		case c.q.Sort[0].Type == "string":
 			index, at = "SEARCH s0 USING PRIMARY KEY (key>? AND key<?)", "smith"
+		case c.q.Sort[0].Type == "quantity":
+			index, at = "SEARCH s0 USING COVERING INDEX search_numbers_by_low (param=? AND type=?", 60.5
 		case c.q.Sort[0].Desc:
 			index = "SEARCH s0 USING COVERING INDEX search_dates_by_high (param=? AND type=?"
 		}
