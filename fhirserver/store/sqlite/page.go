@@ -16,10 +16,10 @@ import (
 type walkKind int
 
 const (
-	walkNone  walkKind = iota
-	walkDates          // search_dates_by_low or _by_high: a date's range ends
-	walkKeys           // search_keys' primary key: a string's or uri's plain keys
-	walkNumbers        // search_numbers_by_low: a number's or quantity's least low
+	walkNone    walkKind = iota
+	walkDates            // search_dates_by_low or _by_high: a date's range ends
+	walkKeys             // search_keys' primary key: a string's or uri's plain keys
+	walkNumbers          // search_numbers_by_low: a number's or quantity's least low
 )
 
 // walkOf says which rows of sort key so hold its sort values in an
