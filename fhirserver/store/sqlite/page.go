@@ -44,6 +44,20 @@ func walkOf(so search.Sort) walkKind {
 	return walkNone
 }
 
+// walkFrom is the table a walk of so's rows reads, and the index it is
+// pinned to ("": the table's primary key).
+func walkFrom(so search.Sort) (table, index string) {
+	switch {
+	case walkOf(so) == walkKeys:
+		return "search_keys", ""
+	case walkOf(so) == walkNumbers:
+		return "search_numbers", "search_numbers_by_low"
+	case so.Desc:
+		return "search_dates", "search_dates_by_high"
+	}
+	return "search_dates", "search_dates_by_low"
+}
+
 // numericSort says whether so's sort values are the least low and the
 // greatest high of its number rows of any unit (param exactly).
 func numericSort(so search.Sort) bool {
@@ -163,17 +177,10 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	if arm.sorted {
 		first = q.Sort[0]
 		// from is the walk of the type's resources, which this replaces.
-		switch walkOf(first) {
-		case walkKeys:
-			s.w("FROM search_keys AS s0")
-		case walkDates:
-			index := "search_dates_by_low"
-			if first.Desc {
-				index = "search_dates_by_high"
-			}
-			s.w("FROM search_dates AS s0 INDEXED BY " + index)
-		case walkNumbers:
-			s.w("FROM search_numbers AS s0 INDEXED BY search_numbers_by_low")
+		table, index := walkFrom(first)
+		s.w("FROM " + table + " AS s0")
+		if index != "" {
+			s.w(" INDEXED BY " + index)
 		}
 		s.w(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
 	} else {
@@ -273,10 +280,7 @@ func walkWhere(s *sqlb, so search.Sort, typ string) {
 		s.w(") AND ")
 		return
 	}
-	table := "search_dates"
-	if walkOf(so) == walkNumbers {
-		table = "search_numbers"
-	}
+	table, _ := walkFrom(so)
 	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM "+table+" AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
 	if so.Desc {
 		s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
