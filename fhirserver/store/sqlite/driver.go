@@ -86,6 +86,10 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 	pragmas = append(pragmas, extra...)
 
 	q := url.Values{"_pragma": pragmas}
+	if synchronous == "FULL" || synchronous == "EXTRA" {
+		registerWALBuffer()
+		q.Set("vfs", walBufferVFSName) // see walbuffer.go
+	}
 	if r == writerRole {
 		// Every database/sql transaction on the writer starts with BEGIN
 		// IMMEDIATE: it takes the write lock up front, so a transaction never

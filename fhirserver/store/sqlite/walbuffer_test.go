@@ -1,0 +1,269 @@
+package sqlite
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ncruces/go-sqlite3/vfs"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// memFile is a vfs.File in memory that records the writes it receives.
+type memFile struct {
+	data   []byte
+	writes int
+	syncs  int
+	fail   error // returned by the next WriteAt
+}
+
+func (m *memFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= int64(len(m.data)) {
+		return 0, nil
+	}
+	return copy(p, m.data[off:]), nil
+}
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := m.fail; err != nil {
+		m.fail = nil
+		return 0, err
+	}
+	m.writes++
+	if end := int(off) + len(p); end > len(m.data) {
+		m.data = append(m.data, make([]byte, end-len(m.data))...)
+	}
+	return copy(m.data[off:], p), nil
+}
+
+func (m *memFile) Truncate(size int64) error                       { m.data = m.data[:size]; return nil }
+func (m *memFile) Sync(vfs.SyncFlag) error                         { m.syncs++; return nil }
+func (m *memFile) Size() (int64, error)                            { return int64(len(m.data)), nil }
+func (m *memFile) Close() error                                    { return nil }
+func (m *memFile) Lock(vfs.LockLevel) error                        { return nil }
+func (m *memFile) Unlock(vfs.LockLevel) error                      { return nil }
+func (m *memFile) CheckReservedLock() (bool, error)                { return false, nil }
+func (m *memFile) SectorSize() int                                 { return 4096 }
+func (m *memFile) DeviceCharacteristics() vfs.DeviceCharacteristic { return 0 }
+
+// TestWALFileGathersWrites proves that consecutive WAL writes reach the
+// file as one write, and that every operation that could observe the file
+// (a read, its size, a truncation, a sync, closing it, a write elsewhere)
+// finds each earlier write in place.
+func TestWALFileGathersWrites(t *testing.T) {
+	frames := func(f *walFile, from int64, n int) {
+		t.Helper()
+		for i := range n {
+			hdr := bytes.Repeat([]byte{byte('a' + i)}, 24)
+			page := bytes.Repeat([]byte{byte('A' + i)}, 100)
+			off := from + int64(i)*124
+			if _, err := f.WriteAt(hdr, off); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(page, off+24); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := func(n int) []byte { // what frames(f, 32, n) writes after a 32-byte header
+		w := bytes.Repeat([]byte{'h'}, 32)
+		for i := range n {
+			w = append(w, bytes.Repeat([]byte{byte('a' + i)}, 24)...)
+			w = append(w, bytes.Repeat([]byte{byte('A' + i)}, 100)...)
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		name    string
+		observe func(t *testing.T, f *walFile) []byte // what the caller sees
+	}{
+		{"sync", func(t *testing.T, f *walFile) []byte {
+			if err := f.Sync(vfs.SYNC_NORMAL); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}},
+		{"read", func(t *testing.T, f *walFile) []byte {
+			p := make([]byte, len(want(5)))
+			if _, err := f.ReadAt(p, 0); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}},
+		{"size", func(t *testing.T, f *walFile) []byte {
+			if n, err := f.Size(); err != nil || n != int64(len(want(5))) {
+				t.Fatalf("size %d, %v; want %d", n, err, len(want(5)))
+			}
+			return nil
+		}},
+		{"truncate", func(t *testing.T, f *walFile) []byte {
+			if err := f.Truncate(int64(len(want(5)))); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}},
+		{"close", func(t *testing.T, f *walFile) []byte {
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &memFile{}
+			f := &walFile{File: m}
+			if _, err := f.WriteAt(bytes.Repeat([]byte{'h'}, 32), 0); err != nil {
+				t.Fatal(err)
+			}
+			frames(f, 32, 5)
+			if m.writes != 0 {
+				t.Fatalf("%d writes reached the file before anything observed it", m.writes)
+			}
+			if got := tc.observe(t, f); got != nil && !bytes.Equal(got, want(5)) {
+				t.Errorf("read back %q, want %q", got, want(5))
+			}
+			if m.writes != 1 || !bytes.Equal(m.data, want(5)) {
+				t.Errorf("file has %q after %d writes, want %q in one", m.data, m.writes, want(5))
+			}
+		})
+	}
+
+	t.Run("a write elsewhere comes after the gathered ones", func(t *testing.T) {
+		m := &memFile{}
+		f := &walFile{File: m}
+		frames(f, 32, 3)
+		// SQLite rewrites a frame it wrote earlier in the same transaction.
+		if _, err := f.WriteAt(bytes.Repeat([]byte{'z'}, 24), 32); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(vfs.SYNC_NORMAL); err != nil {
+			t.Fatal(err)
+		}
+		w := want(3)
+		copy(w[32:], bytes.Repeat([]byte{'z'}, 24))
+		if !bytes.Equal(m.data[32:], w[32:]) || m.writes != 2 {
+			t.Errorf("file has %q after %d writes, want %q in two", m.data[32:], m.writes, w[32:])
+		}
+	})
+
+	t.Run("a large transaction is written out as it goes", func(t *testing.T) {
+		m := &memFile{}
+		f := &walFile{File: m}
+		page := make([]byte, 4096)
+		n := 2*walBufferLimit/len(page) + 1
+		for i := range n {
+			if _, err := f.WriteAt(page, int64(i*len(page))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m.writes != 2 || cap(f.buf) > 2*walBufferLimit {
+			t.Errorf("%d writes reached the file, buffer capacity %d; want 2 and at most %d", m.writes, cap(f.buf), 2*walBufferLimit)
+		}
+	})
+
+	t.Run("a failed write fails the sync and leaves nothing buffered", func(t *testing.T) {
+		m := &memFile{fail: errors.New("disk full")}
+		f := &walFile{File: m}
+		frames(f, 32, 2)
+		if err := f.Sync(vfs.SYNC_NORMAL); err == nil || m.syncs != 0 {
+			t.Fatalf("sync: %v after %d syncs; want the write's error, and no sync", err, m.syncs)
+		}
+		if len(f.buf) != 0 {
+			t.Errorf("%d bytes still buffered", len(f.buf))
+		}
+	})
+}
+
+// TestWALBufferOnlyWhenCommitsSync proves the store uses the buffered WAL
+// only where SQLite syncs the WAL before publishing a commit: with
+// synchronous=NORMAL a commit's frames would be published while still in
+// the buffer.
+func TestWALBufferOnlyWhenCommitsSync(t *testing.T) {
+	for sync, want := range map[string]bool{"FULL": true, "EXTRA": true, "NORMAL": false, "OFF": false} {
+		for _, r := range []role{writerRole, readerRole} {
+			u, err := url.Parse(dsn("/tmp/kiln.db", r, sync))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := u.Query().Get("vfs") == walBufferVFSName; got != want {
+				t.Errorf("synchronous=%s, role %d: buffered WAL %v, want %v (%s)", sync, r, got, want, u.RawQuery)
+			}
+		}
+	}
+	if !strings.Contains(defaultSynchronous, "FULL") {
+		t.Errorf("the default is synchronous=%s; the buffered WAL needs FULL", defaultSynchronous)
+	}
+}
+
+// TestBufferedWALThroughTheStore writes through the store transactions
+// larger than the WAL buffer, one rolled back and one committed, and checks
+// that the reader pool sees each commit as soon as it returns, and that the
+// database is whole after a reopen.
+func TestBufferedWALThroughTheStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	s := openTemp(t, path)
+	big := func(id string, version int64) store.Write {
+		pad := strings.Repeat("x", 32<<10)
+		return store.Write{Type: "Binary", ID: id, Version: version, LastUpdated: ts(int(version)), Method: store.MethodUpdate,
+			Body: fmt.Appendf(nil, `{"resourceType":"Binary","id":%q,"data":%q}`, id, pad)}
+	}
+	const n = 3 * walBufferLimit / (32 << 10) // bodies alone: three buffers' worth
+	errRollBack := errors.New("roll back")
+	err := s.Transact(t.Context(), func(tx store.Tx) error {
+		for i := range n {
+			if err := tx.Put(t.Context(), big(fmt.Sprint("gone", i), 1)); err != nil {
+				return err
+			}
+		}
+		return errRollBack
+	})
+	if !errors.Is(err, errRollBack) {
+		t.Fatal(err)
+	}
+	for round := range 2 {
+		err := s.Transact(t.Context(), func(tx store.Tx) error {
+			for i := range n {
+				if err := tx.Put(t.Context(), big(fmt.Sprint("kept", i), int64(round+1))); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count, versions int
+		if err := s.reader.QueryRow(`SELECT count(*), sum(version) FROM resources WHERE id LIKE 'kept%'`).Scan(&count, &versions); err != nil {
+			t.Fatal(err)
+		}
+		if count != n || versions != n*(round+1) {
+			t.Fatalf("round %d: the reader pool sees %d resources at %d versions in all; want %d at %d", round, count, versions, n, n*(round+1))
+		}
+		for i := range n {
+			w := big(fmt.Sprint("kept", i), int64(round+1))
+			if v, err := s.Read(t.Context(), w.Type, w.ID); err != nil || v.Version != w.Version || !bytes.Equal(v.Body, w.Body) {
+				t.Fatalf("round %d: the reader pool reads %s: %v", round, w.ID, err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTemp(t, path)
+	defer s.Close()
+	checkConsistent(t, s)
+	for i := range n {
+		v, err := s.Read(t.Context(), "Binary", fmt.Sprint("kept", i))
+		if err != nil || v.Version != 2 || !bytes.Equal(v.Body, big(fmt.Sprint("kept", i), 2).Body) {
+			t.Fatalf("kept%d after reopen: %v", i, err)
+		}
+		if _, err := s.Read(t.Context(), "Binary", fmt.Sprint("gone", i)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("gone%d, rolled back, after reopen: %v", i, err)
+		}
+	}
+}
