@@ -147,7 +147,7 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 		return nil, fhirjson.Info{}, err
 	}
 	defer release()
-	body, err := fhirjson.ReadBody(r.Body, limit)
+	body, err := fhirjson.ReadBody(r.Body, limit, r.ContentLength)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}

@@ -29,7 +29,7 @@ func (s *Server) readPatch(r *http.Request) (patchDoc, error) {
 	}
 	switch mt {
 	case mimeJSONPatch:
-		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes)
+		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
 		return patchDoc{jsonPatch: true, body: body}, err
 	case mimeFHIRJSON, mimeJSON, "application/json+fhir":
 		body, _, err := s.readBody(r, "Parameters")

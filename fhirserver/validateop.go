@@ -117,7 +117,7 @@ func (s *Server) readRaw(r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	defer release()
-	return fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes)
+	return fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
 }
 
 // validateRequest is what a $validate body asks.

@@ -45,12 +45,17 @@ func (l Limits) WithDefaults() Limits {
 // *outcome.Error with status 413 (code "too-costly") whose message states
 // the limit; so does an *http.MaxBytesError from r. Other read errors give
 // status 400. A limit ≤ 0 means DefaultLimits().MaxResourceBytes, so a
-// forgotten limit never means "unbounded".
-func ReadBody(r io.Reader, limit int64) ([]byte, error) {
+// forgotten limit never means "unbounded". declared is the length the
+// request declared (Content-Length), or -1: the buffer is made that size
+// at once instead of grown from 512 bytes.
+func ReadBody(r io.Reader, limit, declared int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultLimits().MaxResourceBytes
 	}
 	var buf bytes.Buffer
+	if declared >= 0 {
+		buf.Grow(int(min(declared, limit)) + bytes.MinRead)
+	}
 	// Read one byte past the limit to tell "exactly at" from "over".
 	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -98,9 +99,15 @@ type scanner struct {
 	topBuf  [32]member
 }
 
-// scanDoc scans data, which must hold exactly one JSON object.
+// scanners recycles scanners, whose inline buffers make them a few KB:
+// stamping every resource of a Bundle allocated one per resource.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// scanDoc scans data, which must hold exactly one JSON object. A caller
+// that is done with the scanner, and keeps nothing of it, may release it.
 func scanDoc(data []byte, maxDepth int) *scanner {
-	s := &scanner{data: data, maxDepth: maxDepth}
+	s := scanners.Get().(*scanner)
+	*s = scanner{data: data, maxDepth: maxDepth}
 	s.path, s.keys, s.top = s.pathBuf[:0], s.keysBuf[:0], s.topBuf[:0]
 	s.skipWS()
 	if s.pos >= len(data) {
@@ -123,6 +130,11 @@ func scanDoc(data []byte, maxDepth int) *scanner {
 		s.syntax("unexpected data after the end of the JSON object")
 	}
 	return s
+}
+
+func (s *scanner) release() {
+	*s = scanner{} // holds nothing of the document while pooled
+	scanners.Put(s)
 }
 
 func (s *scanner) skipWS() {

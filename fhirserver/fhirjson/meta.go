@@ -41,6 +41,7 @@ func SetMeta(body []byte, id, versionID string, lastUpdated time.Time) ([]byte, 
 		return nil, errors.New("fhirjson: SetMeta: lastUpdated is outside the years 0001-9999")
 	}
 	s := scanDoc(body, maxSupportedDepth)
+	defer s.release()
 	s.rootInfo(!s.fatal)
 	if len(s.issues) > 0 {
 		return nil, errors.New("fhirjson: SetMeta: body has not passed Check: " + s.issues[0].msg)
@@ -79,6 +80,7 @@ func SetMeta(body []byte, id, versionID string, lastUpdated time.Time) ([]byte, 
 			}
 			out = appendMember(out, mb, mm)
 		}
+		ms.release()
 	}
 	out = append(out, '}')
 	for _, m := range s.top {
