@@ -4,14 +4,16 @@ package sqlite
 // lives in this file: the import, the driver name, the DSN syntax and the
 // per-connection PRAGMAs.
 //
-// Switching to the fallback driver, modernc.org/sqlite v1.60.1, is a one-line
-// change: replace the import below with
+// Switching to the fallback driver, modernc.org/sqlite v1.60.1: replace the
+// import below with
 //
 //	_ "modernc.org/sqlite" // registers "sqlite"
 //
 // and set driverName to "sqlite". modernc.org/sqlite understands the same
 // "file:" URI with "_pragma=name(value)" and "_txlock=immediate" parameters,
-// so dsn() needs no change. (Also add the module to go.mod.)
+// but not the buffered WAL's VFS (walbuffer.go, written against this
+// driver's vfs package): dsn must then leave out its "vfs" parameter.
+// (Also add the module to go.mod.)
 //
 // github.com/ncruces/go-sqlite3/embed is deliberately not imported: since
 // v0.30 the SQLite build is compiled into the driver (wasm2go) and that
@@ -87,8 +89,10 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 
 	q := url.Values{"_pragma": pragmas}
 	if synchronous == "FULL" || synchronous == "EXTRA" {
+		// The buffered WAL and what makes it safe: see walbuffer.go.
 		registerWALBuffer()
-		q.Set("vfs", walBufferVFSName) // see walbuffer.go
+		q.Set("vfs", walBufferVFSName)
+		q.Add("_pragma", "cache_spill(0)")
 	}
 	if r == writerRole {
 		// Every database/sql transaction on the writer starts with BEGIN

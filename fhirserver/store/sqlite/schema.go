@@ -259,6 +259,19 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return nil
 	}
 
+	// A migration rewrites whole tables: it may spill pages to the WAL
+	// before it commits, rather than hold them all in memory. That is safe
+	// with the buffered WAL (walbuffer.go) because nothing on this
+	// connection touches the WAL between a failed migration's rollback and
+	// the close that drops the buffer (Open fails); a migration that
+	// commits restores the connection's setting.
+	var spill int
+	if err := tx.QueryRowContext(ctx, `PRAGMA cache_spill`).Scan(&spill); err != nil {
+		return fmt.Errorf("sqlite store: migrate: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `PRAGMA cache_spill = 1`); err != nil {
+		return fmt.Errorf("sqlite store: migrate: %w", err)
+	}
 	for v := current; v < schemaVersion(); v++ {
 		for _, stmt := range migrations[v] {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -277,6 +290,9 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite store: migrate: commit: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, `PRAGMA cache_spill = `+strconv.Itoa(spill)); err != nil {
+		return fmt.Errorf("sqlite store: migrate: %w", err)
 	}
 	return nil
 }

@@ -13,17 +13,27 @@ import (
 // writes in memory and hands them to the OS in one call, at the latest
 // when SQLite syncs the WAL.
 //
-// That is safe only because SQLite syncs the WAL on every commit, before
-// it publishes the new frames to other connections in the WAL index (the
-// shared memory, which this VFS cannot see), when synchronous is FULL or
-// EXTRA: frames still in the buffer are never visible to anyone. With
-// synchronous=NORMAL a commit publishes frames without a sync, so dsn
-// uses this VFS only when the WAL is synced on commit.
+// What makes that safe is that every frame in the buffer belongs to a
+// commit still in progress, and that commit syncs the WAL before anyone
+// can see its frames:
 //
-// Frames of a transaction that has not committed may stay buffered: no
-// other connection reads them, and this connection's own reads of the
-// WAL (a page evicted from its cache, a checkpoint) flush first. A crash
-// loses what is buffered, as it would lose writes not yet synced.
+//   - With synchronous FULL or EXTRA, SQLite syncs the WAL at the end of
+//     writing a commit's frames, before it publishes them in the WAL index
+//     (the shared memory, which this VFS cannot see). dsn uses this VFS
+//     only then: with NORMAL a commit is published without a sync.
+//   - Cache spill is off on these connections (dsn), so no frame is
+//     written before the commit: a transaction that outgrows the page
+//     cache would otherwise write frames, roll back, and leave them in the
+//     buffer after it released the write lock, to be written later over
+//     frames another connection committed in the meantime.
+//   - The database must allow power-safe overwrite (SQLite's default):
+//     without it SQLite pads the last frame of a commit and writes part of
+//     the padding after the sync, yet publishes it (walFile is only used
+//     when the database file says so).
+//   - Closing the file drops what is buffered: only a transaction that
+//     never committed can leave anything there.
+//
+// A crash loses what is buffered, as it would lose writes not yet synced.
 const walBufferVFSName = "kiln-walbuf"
 
 // walBufferLimit bounds the memory a buffer holds before it is written
@@ -46,10 +56,18 @@ func (v walBufferVFS) OpenFilename(name *vfs.Filename, flags vfs.OpenFlag) (vfs.
 	} else {
 		f, flags, err = v.VFS.Open(name.String(), flags)
 	}
-	if err != nil || flags&vfs.OPEN_WAL == 0 {
+	if err != nil || flags&vfs.OPEN_WAL == 0 || !powersafe(name) {
 		return f, flags, err
 	}
 	return &walFile{File: f}, flags, nil
+}
+
+// powersafe reports whether the database of a WAL file allows power-safe
+// overwrite: SQLite then writes a commit's last frame whole before its
+// sync (see above).
+func powersafe(wal *vfs.Filename) bool {
+	db := wal.DatabaseFile()
+	return db != nil && db.DeviceCharacteristics()&vfs.IOCAP_POWERSAFE_OVERWRITE != 0
 }
 
 // walFile is a WAL file whose consecutive writes are gathered in buf,
@@ -120,10 +138,9 @@ func (f *walFile) Size() (int64, error) {
 	return f.File.Size()
 }
 
+// Close drops the buffer: frames still there belong to a transaction that
+// never committed (a committed one was synced, which flushed them).
 func (f *walFile) Close() error {
-	err := f.flush()
-	if cerr := f.File.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	f.buf = nil
+	return f.File.Close()
 }

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/vfs"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -107,12 +109,6 @@ func TestWALFileGathersWrites(t *testing.T) {
 			}
 			return nil
 		}},
-		{"close", func(t *testing.T, f *walFile) []byte {
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			return nil
-		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &memFile{}
@@ -132,6 +128,18 @@ func TestWALFileGathersWrites(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("closing drops what no commit synced", func(t *testing.T) {
+		m := &memFile{}
+		f := &walFile{File: m}
+		frames(f, 32, 3)
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if m.writes != 0 || len(m.data) != 0 {
+			t.Errorf("file has %q after %d writes, want nothing", m.data, m.writes)
+		}
+	})
 
 	t.Run("a write elsewhere comes after the gathered ones", func(t *testing.T) {
 		m := &memFile{}
@@ -265,5 +273,119 @@ func TestBufferedWALThroughTheStore(t *testing.T) {
 		if _, err := s.Read(t.Context(), "Binary", fmt.Sprint("gone", i)); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("gone%d, rolled back, after reopen: %v", i, err)
 		}
+	}
+}
+
+// walOf is the WAL file of conn's main database, as SQLite holds it.
+func walOf(t *testing.T, conn *sql.Conn) (wal any) {
+	t.Helper()
+	err := conn.Raw(func(dc any) error {
+		c := dc.(interface{ Raw() *sqlite3.Conn }).Raw()
+		var err error
+		wal, err = c.FileControl("main", sqlite3.FCNTL_JOURNAL_POINTER)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wal
+}
+
+// TestStoreWriterSettings checks, on the store's live writer connection,
+// the settings the buffered WAL relies on: it is in use, commits sync the
+// WAL, and pages never spill to the WAL before a commit.
+func TestStoreWriterSettings(t *testing.T) {
+	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
+	defer s.Close()
+	put(t, s, "Patient", "a", 1, ts(1))
+	conn, err := s.writer.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var sync, spill int
+	if err := conn.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRowContext(t.Context(), `PRAGMA cache_spill`).Scan(&spill); err != nil {
+		t.Fatal(err)
+	}
+	if sync != 2 || spill != 0 {
+		t.Errorf("synchronous %d, cache_spill %d; want 2 (FULL) and 0", sync, spill)
+	}
+	if _, ok := walOf(t, conn).(*walFile); !ok {
+		t.Errorf("the writer's WAL is a %T, not buffered", walOf(t, conn))
+	}
+}
+
+// TestWALNotBufferedWithoutPowersafeOverwrite: without power-safe
+// overwrite SQLite writes part of a commit's last frame after syncing the
+// WAL, so such a WAL must not be buffered.
+func TestWALNotBufferedWithoutPowersafeOverwrite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	db, err := sql.Open(driverName, dsn(path, writerRole, defaultSynchronous)+"&psow=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `CREATE TABLE t (x)`); err != nil {
+		t.Fatal(err)
+	}
+	if wal := walOf(t, conn); wal == nil {
+		t.Fatal("no WAL open")
+	} else if _, ok := wal.(*walFile); ok {
+		t.Error("the WAL of a database without power-safe overwrite is buffered")
+	}
+}
+
+// TestRolledBackTransactionLeavesNoFrames: a transaction larger than the
+// writer's page cache rolls back, another writer commits, and then the
+// first touches the WAL again. Had the first transaction's pages spilled
+// into the buffer, that touch would write them over the second writer's
+// committed frames (a corrupt database).
+func TestRolledBackTransactionLeavesNoFrames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kiln.db")
+	open := func() *sql.DB {
+		db, err := openWriterPool(t.Context(), path, defaultSynchronous, "cache_size(10)") // 10 pages
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	w1, w2 := open(), open()
+	defer w1.Close()
+	defer w2.Close()
+	exec := func(db *sql.DB, q string) {
+		t.Helper()
+		if _, err := db.ExecContext(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(w1, `CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB)`)
+	exec(w1, `INSERT INTO t VALUES (0, 'seed')`)
+	exec(w1, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	tx, err := w1.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(t.Context(), `INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1000, 1400)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	exec(w2, `INSERT INTO t SELECT value, zeroblob(3000) FROM generate_series(1, 200)`)
+	var n int
+	if err := w1.QueryRowContext(t.Context(), `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 201 {
+		t.Fatalf("the first writer counts %d rows (%v), want 201", n, err)
+	}
+	var ok string
+	if err := w2.QueryRowContext(t.Context(), `PRAGMA integrity_check`).Scan(&ok); err != nil || ok != "ok" {
+		t.Fatalf("integrity_check: %q, %v", ok, err)
 	}
 }
