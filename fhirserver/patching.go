@@ -29,7 +29,9 @@ func (s *Server) readPatch(r *http.Request) (patchDoc, error) {
 	}
 	switch mt {
 	case mimeJSONPatch:
-		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
+		// Not sized by the declared length: nothing is reserved from the
+		// budget for it, so memory follows the bytes that arrive.
+		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, -1)
 		return patchDoc{jsonPatch: true, body: body}, err
 	case mimeFHIRJSON, mimeJSON, "application/json+fhir":
 		body, _, err := s.readBody(r, "Parameters")

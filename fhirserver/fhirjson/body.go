@@ -47,7 +47,9 @@ func (l Limits) WithDefaults() Limits {
 // status 400. A limit ≤ 0 means DefaultLimits().MaxResourceBytes, so a
 // forgotten limit never means "unbounded". declared is the length the
 // request declared (Content-Length), or -1: the buffer is made that size
-// at once instead of grown from 512 bytes.
+// (up to limit) at once instead of grown from 512 bytes, so pass it only
+// where that memory was reserved (a client can declare a length and then
+// stall).
 func ReadBody(r io.Reader, limit, declared int64) ([]byte, error) {
 	if limit <= 0 {
 		limit = DefaultLimits().MaxResourceBytes

@@ -118,7 +118,13 @@ func createPrivate(path string) (string, error) {
 // dsn), kept open with its prepared statements, and checks that the file is
 // in WAL mode.
 func openWriterPool(ctx context.Context, abs, synchronous string, extra ...string) (*sql.DB, error) {
-	db, err := sql.Open(driverName, dsn(abs, writerRole, synchronous, extra...))
+	return openWriter(ctx, abs, writerRole, synchronous, extra...)
+}
+
+// openWriter is a pool of one writing connection of role r (writerRole or
+// migratorRole) to a database in WAL mode.
+func openWriter(ctx context.Context, abs string, r role, synchronous string, extra ...string) (*sql.DB, error) {
+	db, err := sql.Open(driverName, dsn(abs, r, synchronous, extra...))
 	if err != nil {
 		return nil, err
 	}

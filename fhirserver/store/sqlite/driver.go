@@ -45,7 +45,7 @@ const defaultSynchronous = "FULL"
 
 // cacheKiB is the page cache of each connection by role, as a negative
 // cache_size (KiB): the single writer gets more, readers are up to 8.
-var cacheKiB = [...]int{writerRole: -65536, readerRole: -32768}
+var cacheKiB = [...]int{writerRole: -65536, readerRole: -32768, migratorRole: -65536}
 
 // role says which pool a connection belongs to.
 type role int
@@ -53,6 +53,11 @@ type role int
 const (
 	writerRole role = iota
 	readerRole
+	// migratorRole is a writer without the buffered WAL, for the schema
+	// migrations Open runs before the pools open: they rewrite whole
+	// tables, and must be free to spill pages to the WAL before they
+	// commit (walbuffer.go).
+	migratorRole
 )
 
 // dsn builds the data source name for path. Both pools use the same
@@ -65,8 +70,9 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 	pragmas := []string{
 		"busy_timeout(" + strconv.Itoa(busyTimeoutMS) + ")",
 	}
-	if r == writerRole {
-		// journal_mode is persistent in the file; the writer connects first
+	writes := r == writerRole || r == migratorRole
+	if writes {
+		// journal_mode is persistent in the file; a writer connects first
 		// (Open) and switches it, readers then find the file in WAL mode.
 		// journal_size_limit truncates the WAL after checkpoints so a burst
 		// of writes does not leave a large file behind.
@@ -76,9 +82,9 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 		"synchronous("+synchronous+")",
 		"foreign_keys(1)",
 		// A page cache per connection (negative: KiB). The default 2 MB
-		// is far smaller than the working set of the index b-trees; a
-		// write transaction that outgrows it spills pages to the WAL
-		// mid-way, and reads go back to the OS for hot interior pages.
+		// is far smaller than the working set of the index b-trees: reads
+		// would go back to the OS for hot interior pages. (The writer's
+		// grows past it for a larger transaction: see cache_spill below.)
 		"cache_size("+strconv.Itoa(cacheKiB[r])+")",
 	)
 
@@ -88,13 +94,13 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 	pragmas = append(pragmas, extra...)
 
 	q := url.Values{"_pragma": pragmas}
-	if synchronous == "FULL" || synchronous == "EXTRA" {
+	if r == writerRole && (synchronous == "FULL" || synchronous == "EXTRA") {
 		// The buffered WAL and what makes it safe: see walbuffer.go.
 		registerWALBuffer()
 		q.Set("vfs", walBufferVFSName)
 		q.Add("_pragma", "cache_spill(0)")
 	}
-	if r == writerRole {
+	if writes {
 		// Every database/sql transaction on the writer starts with BEGIN
 		// IMMEDIATE: it takes the write lock up front, so a transaction never
 		// fails halfway when upgrading from a read lock.

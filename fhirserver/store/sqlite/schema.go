@@ -221,6 +221,20 @@ func cutText(col string) string {
 // schemaVersion is the user_version this build writes.
 func schemaVersion() int { return len(migrations) }
 
+// migrateWith opens a migrator connection to abs (switching it to WAL),
+// migrates, and closes it.
+func migrateWith(ctx context.Context, abs, synchronous string) error {
+	db, err := openWriter(ctx, abs, migratorRole, synchronous)
+	if err != nil {
+		return fmt.Errorf("sqlite store: migrate: open: %w", err)
+	}
+	err = migrate(ctx, db)
+	if cerr := db.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("sqlite store: migrate: close: %w", cerr)
+	}
+	return err
+}
+
 // migrate brings the database up to schemaVersion in one write transaction,
 // so a crash mid-migration leaves the previous schema intact.
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -259,19 +273,6 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return nil
 	}
 
-	// A migration rewrites whole tables: it may spill pages to the WAL
-	// before it commits, rather than hold them all in memory. That is safe
-	// with the buffered WAL (walbuffer.go) because nothing on this
-	// connection touches the WAL between a failed migration's rollback and
-	// the close that drops the buffer (Open fails); a migration that
-	// commits restores the connection's setting.
-	var spill int
-	if err := tx.QueryRowContext(ctx, `PRAGMA cache_spill`).Scan(&spill); err != nil {
-		return fmt.Errorf("sqlite store: migrate: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `PRAGMA cache_spill = 1`); err != nil {
-		return fmt.Errorf("sqlite store: migrate: %w", err)
-	}
 	for v := current; v < schemaVersion(); v++ {
 		for _, stmt := range migrations[v] {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -290,9 +291,6 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite store: migrate: commit: %w", err)
-	}
-	if _, err := db.ExecContext(ctx, `PRAGMA cache_spill = `+strconv.Itoa(spill)); err != nil {
-		return fmt.Errorf("sqlite store: migrate: %w", err)
 	}
 	return nil
 }

@@ -73,10 +73,14 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 		}
 	}()
 
-	// The writer connects first: it switches the file to WAL and migrates
-	// the schema before any reader looks at it. A file system without
-	// shared memory support (no WAL) is refused rather than run with
-	// readers blocking the writer.
+	// A migrator connects first: it switches the file to WAL and migrates
+	// the schema before the pools open (on a connection of its own, see
+	// migratorRole). A file system without shared memory support (no WAL)
+	// is refused rather than run with readers blocking the writer.
+	if err := migrateWith(ctx, abs, o.synchronous); err != nil {
+		return nil, fmt.Errorf("%w (database %s)", err, path)
+	}
+
 	// SQLite checkpoints the WAL into the database inside the commit that
 	// takes it past this many pages (1000 by default), holding the
 	// writer. Fewer, larger checkpoints copy a page rewritten by several
@@ -86,9 +90,6 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	checkpoints := "wal_autocheckpoint(" + strconv.Itoa(writerCheckpointPages) + ")"
 	if s.writer, err = openWriterPool(ctx, abs, o.synchronous, checkpoints); err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
-	}
-	if err := migrate(ctx, s.writer); err != nil {
-		return nil, fmt.Errorf("%w (database %s)", err, path)
 	}
 
 	s.reader, err = sql.Open(driverName, dsn(abs, readerRole, o.synchronous))

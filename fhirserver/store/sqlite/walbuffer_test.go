@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,19 +188,24 @@ func TestWALFileGathersWrites(t *testing.T) {
 	})
 }
 
-// TestWALBufferOnlyWhenCommitsSync proves the store uses the buffered WAL
-// only where SQLite syncs the WAL before publishing a commit: with
-// synchronous=NORMAL a commit's frames would be published while still in
-// the buffer.
+// TestWALBufferOnlyWhenCommitsSync proves the store buffers the WAL only
+// on the writer, and only where SQLite syncs the WAL before publishing a
+// commit: with synchronous=NORMAL a commit's frames would be published
+// while still in the buffer. Readers never write frames; the migrator
+// must be free to spill (migratorRole).
 func TestWALBufferOnlyWhenCommitsSync(t *testing.T) {
-	for sync, want := range map[string]bool{"FULL": true, "EXTRA": true, "NORMAL": false, "OFF": false} {
-		for _, r := range []role{writerRole, readerRole} {
+	for _, sync := range []string{"FULL", "EXTRA", "NORMAL", "OFF"} {
+		for _, r := range []role{writerRole, readerRole, migratorRole} {
 			u, err := url.Parse(dsn("/tmp/kiln.db", r, sync))
 			if err != nil {
 				t.Fatal(err)
 			}
+			want := r == writerRole && (sync == "FULL" || sync == "EXTRA")
 			if got := u.Query().Get("vfs") == walBufferVFSName; got != want {
 				t.Errorf("synchronous=%s, role %d: buffered WAL %v, want %v (%s)", sync, r, got, want, u.RawQuery)
+			}
+			if spills := !slices.Contains(u.Query()["_pragma"], "cache_spill(0)"); spills == want {
+				t.Errorf("synchronous=%s, role %d: cache spill %v with buffered WAL %v", sync, r, spills, want)
 			}
 		}
 	}
