@@ -25,7 +25,10 @@ import (
 //     written before the commit: a transaction that outgrows the page
 //     cache would otherwise write frames, roll back, and leave them in the
 //     buffer after it released the write lock, to be written later over
-//     frames another connection committed in the meantime.
+//     frames another connection committed in the meantime. A transaction
+//     larger than the cache holds its pages in memory instead; schema
+//     migrations, which rewrite whole tables, run on a connection of their
+//     own without the buffer (migratorRole), free to spill.
 //   - The database must allow power-safe overwrite (SQLite's default):
 //     without it SQLite pads the last frame of a commit and writes part of
 //     the padding after the sync, yet publishes it (walFile is only used
