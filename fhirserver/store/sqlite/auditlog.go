@@ -78,7 +78,7 @@ func OpenLog(ctx context.Context, path string) (_ *Log, err error) {
 			l.closeAll()
 		}
 	}()
-	if l.db, err = openWriterPool(ctx, abs, defaultSynchronous); err != nil {
+	if l.db, err = openWriterPool(ctx, abs, writerRole, defaultSynchronous); err != nil {
 		return nil, fmt.Errorf("sqlite log: open %s: %w", path, err)
 	}
 	if err := l.initSchema(ctx); err != nil {
@@ -114,16 +114,10 @@ func createPrivate(path string) (string, error) {
 	return abs, nil
 }
 
-// openWriterPool opens a pool of one connection with the writer role (see
-// dsn), kept open with its prepared statements, and checks that the file is
-// in WAL mode.
-func openWriterPool(ctx context.Context, abs, synchronous string, extra ...string) (*sql.DB, error) {
-	return openWriter(ctx, abs, writerRole, synchronous, extra...)
-}
-
-// openWriter is a pool of one writing connection of role r (writerRole or
-// migratorRole) to a database in WAL mode.
-func openWriter(ctx context.Context, abs string, r role, synchronous string, extra ...string) (*sql.DB, error) {
+// openWriterPool opens a pool of one connection of a writing role r
+// (writerRole or migratorRole, see dsn), kept open with its prepared
+// statements, and checks that the file is in WAL mode.
+func openWriterPool(ctx context.Context, abs string, r role, synchronous string, extra ...string) (*sql.DB, error) {
 	db, err := sql.Open(driverName, dsn(abs, r, synchronous, extra...))
 	if err != nil {
 		return nil, err

@@ -224,7 +224,7 @@ func schemaVersion() int { return len(migrations) }
 // migrateWith opens a migrator connection to abs (switching it to WAL),
 // migrates, and closes it.
 func migrateWith(ctx context.Context, abs, synchronous string) error {
-	db, err := openWriter(ctx, abs, migratorRole, synchronous)
+	db, err := openWriterPool(ctx, abs, migratorRole, synchronous)
 	if err != nil {
 		return fmt.Errorf("sqlite store: migrate: open: %w", err)
 	}

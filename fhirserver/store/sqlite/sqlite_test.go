@@ -697,7 +697,7 @@ func TestWriterCheckpointThreshold(t *testing.T) {
 	if pages != writerCheckpointPages {
 		t.Errorf("store writer: wal_autocheckpoint %d, want %d", pages, writerCheckpointPages)
 	}
-	db, err := openWriterPool(t.Context(), filepath.Join(t.TempDir(), "audit.db"), defaultSynchronous)
+	db, err := openWriterPool(t.Context(), filepath.Join(t.TempDir(), "audit.db"), writerRole, defaultSynchronous)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	// 4096 and 8192 pages than at 1000 (BenchmarkTransaction100,
 	// alternating runs), for a WAL of up to 32 MB.
 	checkpoints := "wal_autocheckpoint(" + strconv.Itoa(writerCheckpointPages) + ")"
-	if s.writer, err = openWriterPool(ctx, abs, o.synchronous, checkpoints); err != nil {
+	if s.writer, err = openWriterPool(ctx, abs, writerRole, o.synchronous, checkpoints); err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
 

@@ -74,8 +74,8 @@ func powersafe(wal *vfs.Filename) bool {
 }
 
 // walFile is a WAL file whose consecutive writes are gathered in buf,
-// which starts at offset off. Every other operation writes buf out
-// first, so the file is as if each write had been made when it was.
+// which starts at offset off. Every other operation but Close writes buf
+// out first, so the file is as if each write had been made when it was.
 // SQLite uses a file from one connection at a time.
 type walFile struct {
 	vfs.File

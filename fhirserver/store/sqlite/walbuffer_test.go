@@ -357,7 +357,7 @@ func TestWALNotBufferedWithoutPowersafeOverwrite(t *testing.T) {
 func TestRolledBackTransactionLeavesNoFrames(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kiln.db")
 	open := func() *sql.DB {
-		db, err := openWriterPool(t.Context(), path, defaultSynchronous, "cache_size(10)") // 10 pages
+		db, err := openWriterPool(t.Context(), path, writerRole, defaultSynchronous, "cache_size(10)") // 10 pages
 		if err != nil {
 			t.Fatal(err)
 		}
