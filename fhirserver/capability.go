@@ -2,9 +2,10 @@ package fhirserver
 
 import (
 	"encoding/json"
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"net/http"
+	"slices"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -23,6 +24,7 @@ type capabilityStatement struct {
 	Implementation capImplementaton `json:"implementation"`
 	FHIRVersion    string           `json:"fhirVersion"`
 	Format         []string         `json:"format"`
+	PatchFormat    []string         `json:"patchFormat"`
 	Rest           []capRest        `json:"rest"`
 }
 
@@ -38,8 +40,68 @@ type capImplementaton struct {
 
 type capRest struct {
 	Mode        string           `json:"mode"`
+	Security    *capSecurity     `json:"security,omitempty"`
 	Resource    []capResource    `json:"resource"`
 	Interaction []capInteraction `json:"interaction,omitempty"`
+	SearchParam []capSearchParam `json:"searchParam,omitempty"`
+}
+
+// capSecurity declares SMART on FHIR with the authorization server's
+// endpoints in the oauth-uris extension, where SMART clients look for
+// them besides .well-known/smart-configuration.
+type capSecurity struct {
+	Extension   []capExtension       `json:"extension,omitempty"`
+	Service     []capCodeableConcept `json:"service"`
+	Description string               `json:"description,omitempty"`
+}
+
+type capExtension struct {
+	URL         string         `json:"url"`
+	Extension   []capExtension `json:"extension,omitempty"`
+	ValueURI    string         `json:"valueUri,omitempty"`
+	ValueString string         `json:"valueString,omitempty"`
+}
+
+type capCodeableConcept struct {
+	Coding []capCoding `json:"coding"`
+	Text   string      `json:"text,omitempty"`
+}
+
+type capCoding struct {
+	System  string `json:"system"`
+	Code    string `json:"code"`
+	Display string `json:"display,omitempty"`
+}
+
+// OAuthURIs are the endpoints of the OAuth 2.0 authorization server that
+// guards the API ("" leaves one out).
+type OAuthURIs struct {
+	Authorize, Token, Revoke, Introspect string
+}
+
+const oauthURIsExtension = "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris"
+
+// security is rest.security, or nil when no authorization server is
+// configured.
+func (u OAuthURIs) security() *capSecurity {
+	var ext []capExtension
+	for _, e := range []struct{ name, uri string }{
+		{"authorize", u.Authorize}, {"token", u.Token}, {"revoke", u.Revoke}, {"introspect", u.Introspect},
+	} {
+		if e.uri != "" {
+			ext = append(ext, capExtension{URL: e.name, ValueURI: e.uri})
+		}
+	}
+	if len(ext) == 0 {
+		return nil
+	}
+	return &capSecurity{
+		Extension: []capExtension{{URL: oauthURIsExtension, Extension: ext}},
+		Service: []capCodeableConcept{{Coding: []capCoding{{
+			System: "http://terminology.hl7.org/CodeSystem/restful-security-service", Code: "SMART-on-FHIR", Display: "SMART-on-FHIR",
+		}}}},
+		Description: "OAuth 2.0 bearer tokens (SMART App Launch scopes, v1 and v2); see the token endpoint in the oauth-uris extension",
+	}
 }
 
 type capResource struct {
@@ -117,7 +179,8 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 	}
 	types := profiles.ResourceTypes()
 	includes, revIncludes := s.includeLists()
-	rest := capRest{Mode: "server", Interaction: systemLevel, Resource: make([]capResource, 0, len(types))}
+	rest := capRest{Mode: "server", Security: s.cfg.OAuth.security(), Interaction: systemLevel,
+		Resource: make([]capResource, 0, len(types)), SearchParam: s.systemSearchParams()}
 	for _, t := range types {
 		res := capResource{
 			Type:              t,
@@ -154,8 +217,23 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		Implementation: capImplementaton{Description: "Kiln FHIR R4 server", URL: s.cfg.BaseURL},
 		FHIRVersion:    "4.0.1",
 		Format:         []string{"application/fhir+json", "json"},
+		PatchFormat:    []string{mimeJSONPatch, mimeFHIRJSON},
 		Rest:           []capRest{rest},
 	})
+}
+
+// systemSearchParams are the parameters a system search ([base]?_type=…)
+// takes: those defined on every resource that are indexed.
+func (s *Server) systemSearchParams() []capSearchParam {
+	var out []capSearchParam
+	// Every resource type has the parameters of Resource; any type lists them.
+	for _, p := range s.registry.Params("Basic") {
+		if p.Expr == nil || !slices.Contains(p.Base, "Resource") {
+			continue
+		}
+		out = append(out, capSearchParam{Name: p.Code, Definition: p.URL, Type: p.Type})
+	}
+	return out
 }
 
 // includeLists gives, per resource type, the _include values it supports

@@ -53,6 +53,9 @@ type Config struct {
 	// Validation configures validation against StructureDefinitions; the
 	// zero value checks structure only (and $validate answers 501).
 	Validation Validation
+	// OAuth names the authorization server's endpoints, declared in the
+	// CapabilityStatement's rest.security (zero: none declared).
+	OAuth OAuthURIs
 	// Now is the clock (tests inject one); nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -119,7 +119,7 @@ func newHarnessOn(t testing.TB, st store.Store, mutate ...func(*fhirserver.Confi
 	r := mux.NewRouter().SkipClean(true)
 	r.Use(httpserver.LabelRoute)
 	fs.Register(r, "/fhir")
-	srv.Config.Handler = httpserver.Chain(r, cfg.Logger, 32<<20)
+	srv.Config.Handler = httpserver.Chain(r, httpserver.Options{Logger: cfg.Logger, MaxBody: 32 << 20, FHIRBases: []string{"/fhir"}})
 	return &harness{t: t, srv: srv, base: srv.URL + "/fhir", store: st, cfg: cfg}
 }
 

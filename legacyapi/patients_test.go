@@ -167,7 +167,7 @@ func newEnv(t *testing.T, opts ...envOption) *testEnv {
 			next.ServeHTTP(w, r)
 		})
 	}
-	e.srv = httptest.NewServer(httpserver.Chain(principal(r), logger, 1<<20))
+	e.srv = httptest.NewServer(httpserver.Chain(principal(r), httpserver.Options{Logger: logger, MaxBody: 1 << 20}))
 	t.Cleanup(e.srv.Close)
 	return e
 }

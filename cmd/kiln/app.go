@@ -174,7 +174,9 @@ func (a *app) routes(cfg serveConfig) http.Handler {
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
 	})
-	return httpserver.Chain(a.auth.Require(r), a.logger, cfg.MaxBundleBytes+1)
+	return httpserver.Chain(a.auth.Require(r), httpserver.Options{
+		Logger: a.logger, MaxBody: cfg.MaxBundleBytes + 1, CORSOrigins: cfg.CORSOrigins, FHIRBases: []string{"/fhir"},
+	})
 }
 
 // adminToken is a token with every scope and the admin role, for the

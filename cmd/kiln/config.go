@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 )
 
 // serveConfig is everything `kiln serve` is configured with. Each flag has a
@@ -33,6 +34,8 @@ type serveConfig struct {
 	MongoURI, MongoDatabase, MongoWriteConcern string
 	// Profiles and validation (see validation.go).
 	Validation validationConfig
+	// CORSOrigins may call from a browser (none by default).
+	CORSOrigins httpserver.Origins
 }
 
 // lookupEnv is os.LookupEnv; tests pass their own.
@@ -87,11 +90,14 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")
 	str(&c.MongoDatabase, "mongodb-database", "KILN_MONGODB_DATABASE", "kiln", "prefix of the MongoDB databases: one per partition (<prefix>_clinical, …)")
 	str(&c.MongoWriteConcern, "mongodb-write-concern", "KILN_MONGODB_WRITE_CONCERN", "majority", "MongoDB write concern: majority or a number of members")
+	var cors string
+	str(&cors, "cors-origins", "KILN_CORS_ORIGINS", "", "origins whose browser apps may call Kiln, comma-separated (https://app.example.org); * allows any origin without credentials")
 	c.Validation.flags(fs, env, str)
 	if envErr != nil {
 		return c, envErr
 	}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
@@ -105,6 +111,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if c.MongoURI != "" && (c.MongoDatabase == "" || strings.ContainsAny(c.MongoDatabase, "/\\. \"$")) {
 		return c, fmt.Errorf("--mongodb-database %q: want a name without / \\ . space \" or $", c.MongoDatabase)
+	}
+	if c.CORSOrigins, err = httpserver.ParseOrigins(cors); err != nil {
+		return c, fmt.Errorf("--cors-origins: %w", err)
 	}
 	if err := c.Validation.check(); err != nil {
 		return c, err

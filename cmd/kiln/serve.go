@@ -105,6 +105,11 @@ func newFHIRServer(cfg serveConfig, st store.Store, validation fhirserver.Valida
 			MaxBundleBytes:   cfg.MaxBundleBytes,
 			MaxDepth:         fhirjson.DefaultLimits().MaxDepth,
 		},
+		OAuth: fhirserver.OAuthURIs{
+			Token:      cfg.BaseURL + "/auth/token",
+			Revoke:     cfg.BaseURL + "/auth/revoke",
+			Introspect: cfg.BaseURL + "/auth/introspect",
+		},
 		Version: version,
 		Logger:  logger,
 	}, st)

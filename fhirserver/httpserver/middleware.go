@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
 // hsts is sent on every response: the server only ever speaks TLS.
@@ -88,22 +90,71 @@ func plainTemplate(tpl string) string {
 	return b.String()
 }
 
+// Options configure Chain.
+type Options struct {
+	Logger *slog.Logger
+	// MaxBody caps every request body, encoded and decoded.
+	MaxBody int64
+	// CORSOrigins may call from a browser (none by default).
+	CORSOrigins Origins
+	// FHIRBases are the path prefixes of FHIR APIs (e.g. "/fhir"): errors
+	// the chain itself answers there are OperationOutcomes, elsewhere the
+	// platform's JSON error body.
+	FHIRBases []string
+}
+
 // Chain wraps h with the middleware every route gets, outermost first:
-// request id, security headers, access log, panic recovery, deadline, body
+// request id, security headers, access log, CORS (preflights are answered
+// here, before authentication), response compression, panic recovery,
+// deadline, trailing slash, HEAD as GET, request-body decoding, body
 // limit. Authentication and scope enforcement are not here: the FHIR
 // service's single authorization point checks each interaction (see
 // fhirserver.Authorizer), because one HTTP request (a Bundle) can hold many.
 // Panics become the platform's JSON error; the FHIR API recovers its own
 // (see Recover) to answer with an OperationOutcome.
-func Chain(h http.Handler, log *slog.Logger, maxBody int64) http.Handler {
-	h = limitBody(h, maxBody)
+func Chain(h http.Handler, o Options) http.Handler {
+	refuse := o.refuse
+	h = limitBody(h, o.MaxBody)
+	h = decodeBody(h, o.MaxBody, refuse)
+	h = headAsGet(h)
+	h = trimTrailingSlash(h)
 	h = deadline(h)
-	h = Recover(log, func(w http.ResponseWriter, _ *http.Request) {
-		WriteError(w, http.StatusInternalServerError, "internal", "internal server error")
+	h = Recover(o.Logger, func(w http.ResponseWriter, r *http.Request) {
+		refuse(w, r, http.StatusInternalServerError, "internal", "internal server error")
 	})(h)
-	h = accessLog(h, log)
+	h = compress(h)
+	h = cors(h, o.CORSOrigins, refuse)
+	h = accessLog(h, o.Logger)
 	h = securityHeaders(h)
 	return requestID(h)
+}
+
+// refuse answers an error the chain itself finds, in the error shape of
+// the API the path belongs to.
+func (o Options) refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	for _, base := range o.FHIRBases {
+		if p := r.URL.Path; p == base || strings.HasPrefix(p, base+"/") {
+			w.Header().Set("Content-Type", "application/fhir+json")
+			w.WriteHeader(status)
+			_, _ = w.Write(outcome.New(status, fhirIssueCode(status), message).Resource())
+			return
+		}
+	}
+	WriteError(w, status, code, message)
+}
+
+// fhirIssueCode is the OperationOutcome issue code of the statuses the
+// chain answers.
+func fhirIssueCode(status int) string {
+	switch status {
+	case http.StatusForbidden:
+		return "forbidden"
+	case http.StatusUnsupportedMediaType:
+		return "not-supported"
+	case http.StatusInternalServerError:
+		return "exception"
+	}
+	return "invalid"
 }
 
 // requestTimeout bounds the work of one request, so a handler waiting on a

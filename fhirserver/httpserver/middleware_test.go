@@ -16,8 +16,7 @@ import (
 
 func TestPanicsBecome500(t *testing.T) {
 	var logs bytes.Buffer
-	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }),
-		slog.New(slog.NewJSONHandler(&logs, nil)), 1<<20)
+	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), MaxBody: 1 << 20})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/patients/PT-1", nil))
 	if rec.Code != 500 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") ||
@@ -56,8 +55,7 @@ func TestRecoverUsesTheGivenWriter(t *testing.T) {
 }
 
 func TestAbortHandlerPanicPassesThrough(t *testing.T) {
-	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }),
-		slog.New(slog.NewJSONHandler(io.Discard, nil)), 1<<20)
+	h := Chain(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) }), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBody: 1 << 20})
 	defer func() {
 		if p := recover(); p != http.ErrAbortHandler {
 			t.Errorf("recovered %v, want http.ErrAbortHandler re-panicked", p)
@@ -73,7 +71,7 @@ func TestAccessLogShowsRoutesNotPaths(t *testing.T) {
 	r := mux.NewRouter()
 	r.Use(LabelRoute)
 	r.HandleFunc("/fhir/{type:[A-Z][A-Za-z]*}/{id}", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
-	h := Chain(r, slog.New(slog.NewJSONHandler(&logs, nil)), 1<<20)
+	h := Chain(r, Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), MaxBody: 1 << 20})
 	req := httptest.NewRequest("GET", "/fhir/Patient/MRN-4471?name=Okafor&birthdate=1987-04-12", nil)
 	req.Header.Set("Authorization", "Bearer secret-token")
 	rec := httptest.NewRecorder()
@@ -108,7 +106,7 @@ func TestRequestsHaveADeadline(t *testing.T) {
 	var has bool
 	h := Chain(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 		_, has = r.Context().Deadline()
-	}), slog.New(slog.NewJSONHandler(io.Discard, nil)), 1<<20)
+	}), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBody: 1 << 20})
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/livez", nil))
 	if !has {
 		t.Error("the request context has no deadline")
@@ -119,7 +117,7 @@ func TestBodyLimitIsABackstopForEveryRoute(t *testing.T) {
 	var readErr error
 	h := Chain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, readErr = io.ReadAll(r.Body)
-	}), slog.New(slog.NewJSONHandler(io.Discard, nil)), 10)
+	}), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBody: 10})
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/anything", strings.NewReader("more than ten bytes")))
 	var mbe *http.MaxBytesError
 	if !errors.As(readErr, &mbe) {
@@ -130,7 +128,7 @@ func TestBodyLimitIsABackstopForEveryRoute(t *testing.T) {
 func TestRequestIDs(t *testing.T) {
 	h := Chain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, RequestID(r.Context()))
-	}), slog.New(slog.NewJSONHandler(io.Discard, nil)), 1<<20)
+	}), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxBody: 1 << 20})
 	tests := []struct {
 		in   string
 		keep bool
