@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -227,8 +228,12 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 	for _, rt := range s.routes() {
 		add(rt.path, rt.method, s.handle(rt.interaction, rt.fn))
 	}
-	// A known path with another method: 405 with the methods it does accept.
+	// A known path with another method: 405 with the methods it does accept
+	// (HEAD wherever GET: the middleware serves HEAD as GET).
 	for _, path := range paths {
+		if slices.Contains(allowed[path], http.MethodGet) {
+			allowed[path] = append(allowed[path], http.MethodHead)
+		}
 		allow := strings.Join(allowed[path], ", ")
 		sub.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ func startServe(t *testing.T, extra ...string) (addr string, client *http.Client
 	t.Helper()
 	addr = freeAddr(t)
 	data := t.TempDir()
+	if i := slices.Index(extra, "--data"); i >= 0 && i+1 < len(extra) {
+		data = extra[i+1] // a test that needs the folder chose it
+	}
 	out = &syncbuf.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

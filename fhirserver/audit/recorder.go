@@ -331,10 +331,17 @@ func (r *Recorder) writeBatch() bool {
 			}
 			continue
 		}
-		r.failed = true
+		// A conflict is another writer's append at the same seq: another
+		// Kiln instance on the same log, or an admin command beside the
+		// server. It is expected: re-chain on the new tail at once, quietly.
+		// Anything else is a failure worth a warning and a back-off.
 		conflict := errors.Is(err, store.ErrConflict)
-		r.log.Warn("audit: write failed; events kept for retry",
-			"pending", len(batch), "conflict", conflict, "retry_in", delay, "error", err)
+		if conflict {
+			r.log.Debug("audit: another writer appended first; re-chaining", "pending", len(batch))
+		} else {
+			r.failed = true
+			r.log.Warn("audit: write failed; events kept for retry", "pending", len(batch), "retry_in", delay, "error", err)
+		}
 		if !conflict || delay > r.opts.RetryMin {
 			select {
 			case <-r.ctx.Done():
@@ -348,7 +355,7 @@ func (r *Recorder) writeBatch() bool {
 		// The log may hold more of the chain than we know: an append
 		// that reported an error after all (or stored a prefix), or
 		// another writer.
-		k, err = r.resync(batch)
+		k, err = r.resync(batch, conflict)
 		if err != nil {
 			r.log.Warn("audit: cannot read the chain's tail", "error", err)
 			continue
@@ -396,8 +403,9 @@ func (r *Recorder) commit(batch []pendingWrite) (k int, err error) {
 // resync reads the log's tail after a failed write. If it is one of
 // batch's records, those up to it were written after all (k of them).
 // Otherwise, unless it is the tail the batch was built on, the rest of the
-// batch is rebuilt on it.
-func (r *Recorder) resync(batch []pendingWrite) (k int, err error) {
+// batch is rebuilt on it. conflict: the write failed because another
+// writer appended, so a moved tail is no surprise.
+func (r *Recorder) resync(batch []pendingWrite, conflict bool) (k int, err error) {
 	t, err := readTail(r.ctx, r.dst)
 	if err != nil {
 		return 0, err
@@ -410,7 +418,9 @@ func (r *Recorder) resync(batch []pendingWrite) (k int, err error) {
 			return i + 1, nil
 		}
 	}
-	r.log.Warn("audit: the chain's tail moved (another writer?); re-chaining pending events", "pending", len(batch))
+	if !conflict {
+		r.log.Warn("audit: the chain's tail moved (another writer?); re-chaining pending events", "pending", len(batch))
+	}
 	r.tail = t
 	r.build(batch)
 	return 0, nil
