@@ -324,6 +324,7 @@ func expectInvalidToken(t *testing.T, r response) {
 // the same way is accepted (so each case fails for its defect alone).
 func TestAuthTokenForgeries(t *testing.T) {
 	h := newAuthHarness(t, nil)
+	unthrottled(h) // more /auth/introspect requests than one burst
 
 	// The public key as any client sees it.
 	r := h.do(http.MethodGet, "/.well-known/jwks.json", "", nil)
@@ -439,9 +440,15 @@ func TestAuthTokenForgeries(t *testing.T) {
 			for _, path := range []string{"/fhir/Patient", "/fhir/Patient?_count=1", "/auth/introspect"} {
 				var r response
 				if path == "/auth/introspect" {
-					// A non-FHIR protected endpoint: a JSON error, the same 401.
+					// An OAuth endpoint: a JSON error, the same 401.
 					hs := append([]string{"Content-Type", "application/x-www-form-urlencoded"}, headers...)
 					r = h.do(http.MethodPost, path, c.token, []byte("token=x"), hs...)
+					if c.token == "" {
+						// No bearer token at all: it also takes client
+						// authentication, so it answers invalid_client.
+						expectInvalidClient(t, r)
+						continue
+					}
 				} else {
 					r = h.do(http.MethodGet, path, c.token, nil, headers...)
 				}
@@ -509,19 +516,28 @@ func TestAuthTokenRevoked(t *testing.T) {
 		if r := h.do(http.MethodGet, "/fhir/Patient", victim, nil); r.status != http.StatusOK {
 			t.Fatalf("before revoke: %d %s", r.status, r.body)
 		}
-		r := h.form("/auth/revoke", "", "", url.Values{"token": {victim}})
+		// Without authentication nothing is revoked (RFC 7009 §2.1).
+		expectInvalidClient(t, h.form("/auth/revoke", "", "", url.Values{"token": {victim}}))
+		if r := h.do(http.MethodGet, "/fhir/Patient", victim, nil); r.status != http.StatusOK {
+			t.Fatalf("after an unauthenticated revoke: %d %s", r.status, r.body)
+		}
+		admin := h.admin()
+		r := h.form("/auth/revoke", admin, "", url.Values{"token": {victim}})
 		if r.status != http.StatusOK {
 			t.Fatalf("revoke: %d %s", r.status, r.body)
 		}
 		expectInvalidToken(t, h.do(http.MethodGet, "/fhir/Patient", victim, nil))
 		// RFC 7009 §2.2: an unknown token is not an error.
-		if r := h.form("/auth/revoke", "", "", url.Values{"token": {"garbage"}}); r.status != http.StatusOK {
+		if r := h.form("/auth/revoke", admin, "", url.Values{"token": {"garbage"}}); r.status != http.StatusOK {
 			t.Fatalf("revoke of garbage: %d %s", r.status, r.body)
 		}
 		// Introspection agrees.
-		r = h.form("/auth/introspect", other, "", url.Values{"token": {victim}})
+		r = h.form("/auth/introspect", admin, "", url.Values{"token": {victim}})
 		if r.status != http.StatusOK || r.json(t)["active"] != false {
 			t.Fatalf("introspection of a revoked token: %d %s", r.status, r.body)
+		}
+		if r := h.form("/auth/introspect", admin, "", url.Values{"token": {other}}); r.status != http.StatusOK || r.json(t)["active"] != true {
+			t.Fatalf("introspection of a live token: %d %s", r.status, r.body)
 		}
 	})
 }

@@ -50,7 +50,7 @@ func newRecorder(ctx context.Context, l audit.Log, a *app) (*audit.Recorder, err
 func authEvent(e auth.Event) audit.Event {
 	sub := map[string]audit.Code{
 		"login": audit.SubtypeLogin, "token": audit.SubtypeToken, "refresh": audit.SubtypeToken,
-		"logout": audit.SubtypeLogout, "revoke": audit.SubtypeRevoke, "bearer": audit.SubtypeToken,
+		"logout": audit.SubtypeLogout, "revoke": audit.SubtypeRevoke, "introspect": audit.SubtypeIntrospect, "bearer": audit.SubtypeToken,
 		"client-issue": audit.SubtypeClientIssue, "client-rotate": audit.SubtypeClientRotate, "client-expire": audit.SubtypeClientExpire,
 	}[e.Action]
 	if sub.IsZero() {

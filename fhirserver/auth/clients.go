@@ -37,7 +37,10 @@ type Client struct {
 	JWKS     json.RawMessage `json:"jwks,omitempty"` // public keys for private_key_jwt
 	KeysUpTo time.Time       `json:"keysUpTo,omitzero"`
 	Disabled bool            `json:"disabled,omitempty"`
-	Created  time.Time       `json:"created"`
+	// Introspect marks a resource server: it may introspect (RFC 7662) any
+	// token, not only its own.
+	Introspect bool      `json:"introspect,omitempty"`
+	Created    time.Time `json:"created"`
 
 	version int64
 }
@@ -71,19 +74,35 @@ var ErrInvalidClient = errors.New("invalid_client")
 // client and its first secret, which is not stored and cannot be shown
 // again.
 func (c *Clients) Add(ctx context.Context, name, scopes string, jwks []byte) (*Client, string, error) {
-	g, rejected := ParseScopes(scopes)
+	return c.Register(ctx, Registration{Name: name, Scopes: scopes, JWKS: jwks})
+}
+
+// Registration is what Register needs to know of a new client.
+type Registration struct {
+	Name   string
+	Scopes string // the scopes it may ask for
+	JWKS   []byte // public keys for private_key_jwt (optional)
+	// Introspect makes it a resource server, allowed to introspect every
+	// token (kiln admin client add --introspect).
+	Introspect bool
+}
+
+// Register registers a client and returns it with its first secret, which
+// is not stored and cannot be shown again.
+func (c *Clients) Register(ctx context.Context, reg Registration) (*Client, string, error) {
+	g, rejected := ParseScopes(reg.Scopes)
 	if len(rejected) > 0 {
 		return nil, "", fmt.Errorf("unknown scopes: %s", strings.Join(rejected, " "))
 	}
-	if strings.TrimSpace(name) == "" {
+	if strings.TrimSpace(reg.Name) == "" {
 		return nil, "", errors.New("a client needs a name")
 	}
-	cl := &Client{ID: "kc-" + randomID()[:20], Name: name, Scopes: g.String(), Created: c.now().UTC()}
-	if len(jwks) > 0 {
-		if err := checkJWKS(jwks); err != nil {
+	cl := &Client{ID: "kc-" + randomID()[:20], Name: reg.Name, Scopes: g.String(), Introspect: reg.Introspect, Created: c.now().UTC()}
+	if len(reg.JWKS) > 0 {
+		if err := checkJWKS(reg.JWKS); err != nil {
 			return nil, "", err
 		}
-		cl.JWKS, cl.KeysUpTo = jwks, c.now().Add(c.SecretLifetime)
+		cl.JWKS, cl.KeysUpTo = reg.JWKS, c.now().Add(c.SecretLifetime)
 	}
 	secret := c.newSecret(cl)
 	if err := c.put(ctx, cl); err != nil {
@@ -132,6 +151,16 @@ func (c *Clients) SetKeys(ctx context.Context, id string, jwks []byte) error {
 		return err
 	}
 	cl.JWKS, cl.KeysUpTo = jwks, c.now().Add(c.SecretLifetime)
+	return c.put(ctx, cl)
+}
+
+// SetIntrospect makes a client a resource server (on) or not (off).
+func (c *Clients) SetIntrospect(ctx context.Context, id string, on bool) error {
+	cl, err := c.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	cl.Introspect = on
 	return c.put(ctx, cl)
 }
 
@@ -225,9 +254,13 @@ var assertionAlgs = []jose.SignatureAlgorithm{jose.RS384, jose.ES384, jose.RS256
 
 // CheckAssertion authenticates a client by a private_key_jwt assertion
 // (RFC 7523, SMART Backend Services): signed by one of the client's
-// registered keys, iss = sub = the client id, aud = the token endpoint,
-// exp within five minutes, a jti never seen before.
-func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID, tokenEndpoint string) (*Client, error) {
+// registered keys, iss = sub = the client id, aud naming one of audiences
+// (the issuer, the token endpoint, the endpoint called), exp within five
+// minutes, a jti never seen before.
+func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID string, audiences []string) (*Client, error) {
+	if len(audiences) == 0 {
+		return nil, ErrInvalidClient // an empty expectation would match any aud
+	}
 	if len(assertion) > maxTokenBytes {
 		return nil, ErrInvalidClient
 	}
@@ -261,7 +294,7 @@ func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID, token
 		return nil, ErrInvalidClient
 	}
 	now := c.now()
-	err = claims.ValidateWithLeeway(jwt.Expected{Issuer: cl.ID, Subject: cl.ID, AnyAudience: jwt.Audience{tokenEndpoint}, Time: now}, clockSkew)
+	err = claims.ValidateWithLeeway(jwt.Expected{Issuer: cl.ID, Subject: cl.ID, AnyAudience: jwt.Audience(audiences), Time: now}, clockSkew)
 	if err != nil || claims.Expiry == nil || claims.ID == "" || claims.Expiry.Time().After(now.Add(maxAssertionLifetime+clockSkew)) {
 		return nil, ErrInvalidClient
 	}
@@ -279,7 +312,9 @@ func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID, token
 
 // ClientToken issues an access token to an authenticated client: the
 // scopes it asked for that it is allowed (all it is allowed if it asked
-// for none). No refresh token: a client authenticates again.
+// for none). Asking for scopes of which it holds none is a *ScopeError;
+// holding some of them gets a token for those (RFC 6749 §3.3: the scope of
+// the answer says so). No refresh token: a client authenticates again.
 func (s *Service) ClientToken(ctx context.Context, cl *Client, requested, ip string) (*TokenResponse, error) {
 	allowed, _ := ParseScopes(cl.Scopes)
 	g := allowed
@@ -289,6 +324,9 @@ func (s *Service) ClientToken(ctx context.Context, cl *Client, requested, ip str
 			return nil, &ScopeError{Rejected: rejected}
 		}
 		g = asked.Narrow(allowed)
+		if g.String() == "" {
+			return nil, &ScopeError{NoneHeld: true}
+		}
 	}
 	scope := g.String()
 	raw, _, err := s.Tokens.Issue(ctx, "client/"+cl.ID, "", "", cl.ID, scope)
@@ -299,10 +337,19 @@ func (s *Service) ClientToken(ctx context.Context, cl *Client, requested, ip str
 	return &TokenResponse{AccessToken: raw, ExpiresIn: int(TokenLifetime / time.Second), TokenType: "Bearer", Scope: scope}, nil
 }
 
-// ScopeError: the request named scopes that do not exist.
-type ScopeError struct{ Rejected []string }
+// ScopeError: the request named scopes that do not exist (Rejected), or
+// none that the client holds (NoneHeld).
+type ScopeError struct {
+	Rejected []string
+	NoneHeld bool
+}
 
-func (e *ScopeError) Error() string { return "unknown scopes: " + strings.Join(e.Rejected, " ") }
+func (e *ScopeError) Error() string {
+	if len(e.Rejected) == 0 && e.NoneHeld {
+		return "the client holds none of the requested scopes"
+	}
+	return "unknown scopes: " + strings.Join(e.Rejected, " ")
+}
 
 // expireSecrets drops expired secrets from every client, reporting each
 // expiry to the audit trail once (the secret leaves the record with it).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +18,8 @@ import (
 var publicPaths = map[string]bool{
 	"/auth/login":                           true,
 	"/auth/token":                           true,
-	"/auth/revoke":                          true,
+	"/auth/revoke":                          true, // authenticates its caller itself
+	"/auth/introspect":                      true, // authenticates its caller itself
 	"/.well-known/jwks.json":                true,
 	"/.well-known/openid-configuration":     true,
 	"/fhir/.well-known/smart-configuration": true,
@@ -129,10 +131,31 @@ func TooMany(w http.ResponseWriter, wait time.Duration) {
 // oauthError is the RFC 6749 §5.2 error body.
 func oauthError(w http.ResponseWriter, status int, code, description string) {
 	noStore(w)
-	if code == "invalid_client" {
+	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+}
+
+// invalidClient answers a failed client authentication: 401 with the
+// RFC 6749 §5.2 body, and a Basic challenge only when the client used the
+// Basic scheme (§5.2: the challenge matches the scheme used). A client
+// authenticating in the body gets no challenge, which clients such as
+// openid-client would otherwise report instead of the body.
+func invalidClient(w http.ResponseWriter, r *http.Request, description string) {
+	if usedBasic(r) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="kiln"`)
 	}
-	writeJSON(w, status, map[string]string{"error": code, "error_description": description})
+	oauthError(w, http.StatusUnauthorized, "invalid_client", description)
+}
+
+func usedBasic(r *http.Request) bool {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Basic")
+}
+
+// invalidToken answers a bad bearer token at an OAuth endpoint (RFC 6750
+// §3), with the RFC 6749 body.
+func invalidToken(w http.ResponseWriter, reason string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	oauthError(w, http.StatusUnauthorized, "invalid_token", reason)
 }
 
 func noStore(w http.ResponseWriter) {
@@ -176,7 +199,7 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 		cl, err := s.authenticateClient(r)
 		if errors.Is(err, ErrInvalidClient) {
 			s.audit(ctx, Event{Action: "token", IP: ip, Reason: "client authentication failed"})
-			oauthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+			invalidClient(w, r, "client authentication failed")
 			return
 		}
 		if err != nil {
@@ -186,6 +209,7 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 		resp, err := s.ClientToken(ctx, cl, r.PostForm.Get("scope"), ip)
 		var se *ScopeError
 		if errors.As(err, &se) {
+			s.audit(ctx, Event{Action: "token", Subject: "client/" + cl.ID, IP: ip, Reason: "invalid scope"})
 			oauthError(w, http.StatusBadRequest, "invalid_scope", se.Error())
 			return
 		}
@@ -227,45 +251,151 @@ func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
 			methods++
 		}
 	}
-	if methods != 1 {
+	if methods != 1 || usedBasic(r) && !basic { // or a Basic header that does not parse
 		return nil, ErrInvalidClient
 	}
 	switch {
 	case basic:
+		// RFC 6749 §2.3.1: both are form-urlencoded before Base64.
+		var err1, err2 error
+		id, err1 = url.QueryUnescape(id)
+		secret, err2 = url.QueryUnescape(secret)
+		if err1 != nil || err2 != nil {
+			return nil, ErrInvalidClient
+		}
 		return s.Clients.CheckSecret(ctx, id, secret)
 	case assertion != "":
 		if form.Get("client_assertion_type") != jwtBearer {
 			return nil, ErrInvalidClient
 		}
-		return s.Clients.CheckAssertion(ctx, assertion, form.Get("client_id"), s.TokenEndpoint)
+		return s.Clients.CheckAssertion(ctx, assertion, form.Get("client_id"), s.assertionAudiences(r))
 	default:
 		return s.Clients.CheckSecret(ctx, form.Get("client_id"), form.Get("client_secret"))
 	}
 }
 
-// revoke is RFC 7009: always 200, whether or not the token was valid.
+// assertionAudiences are the aud values a client assertion may name (RFC
+// 7523 §3: one identifying the authorization server): the issuer, the
+// token endpoint, and the endpoint the assertion was sent to.
+func (s *Service) assertionAudiences(r *http.Request) []string {
+	auds := []string{s.Tokens.Issuer, s.TokenEndpoint}
+	if r.URL.Path != "/auth/token" {
+		auds = append(auds, s.Tokens.Issuer+r.URL.Path)
+	}
+	return auds
+}
+
+// clientCredentials reports whether the request carries client
+// credentials (a client_id alone authenticates nothing).
+func clientCredentials(r *http.Request) bool {
+	return usedBasic(r) || r.PostForm.Get("client_secret") != "" || r.PostForm.Get("client_assertion") != ""
+}
+
+// authenticateCaller authenticates the caller of /auth/revoke and
+// /auth/introspect: by client credentials (client_secret_basic,
+// client_secret_post, private_key_jwt) or by a bearer token, never both.
+// On failure it answers (and audits) and reports false.
+func (s *Service) authenticateCaller(w http.ResponseWriter, r *http.Request, action string) (Caller, bool) {
+	ctx, ip := r.Context(), ClientIP(r)
+	raw, isBearer := bearer(r)
+	switch {
+	case isBearer && clientCredentials(r):
+		oauthError(w, http.StatusBadRequest, "invalid_request", "use one authentication: client credentials or a bearer token")
+		return Caller{}, false
+	case isBearer:
+		p, err := s.Authenticate(ctx, raw)
+		var te *TokenError
+		if errors.As(err, &te) {
+			s.audit(ctx, Event{Action: action, IP: ip, Reason: te.Reason})
+			invalidToken(w, te.Reason)
+			return Caller{}, false
+		}
+		if err != nil {
+			oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be checked")
+			return Caller{}, false
+		}
+		return Caller{Principal: p}, true
+	case clientCredentials(r):
+		cl, err := s.authenticateClient(r)
+		if errors.Is(err, ErrInvalidClient) {
+			s.audit(ctx, Event{Action: action, IP: ip, Reason: "client authentication failed"})
+			invalidClient(w, r, "client authentication failed")
+			return Caller{}, false
+		}
+		if err != nil {
+			oauthError(w, http.StatusInternalServerError, "server_error", "the client could not be checked")
+			return Caller{}, false
+		}
+		return Caller{Client: cl}, true
+	}
+	s.audit(ctx, Event{Action: action, IP: ip, Reason: "no authentication"})
+	// Nothing was tried: say which schemes work (RFC 6750 §3.1, no error
+	// code in the challenge), with the RFC 6749 body.
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+	oauthError(w, http.StatusUnauthorized, "invalid_client", "client authentication or a bearer token is required")
+	return Caller{}, false
+}
+
+// revoke is RFC 7009 for an authenticated caller (see RevokeToken for
+// who may revoke what): 200 whether or not the token was valid, 400
+// unauthorized_client for a token of someone else, which stays valid.
 func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 	if !parseForm(w, r) {
 		return
 	}
-	if tok := r.PostForm.Get("token"); tok != "" {
-		if err := s.RevokeToken(r.Context(), tok); err != nil {
-			oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be revoked")
-			return
-		}
-		s.audit(r.Context(), Event{Action: "revoke", IP: ClientIP(r), Success: true})
+	by, ok := s.authenticateCaller(w, r, "revoke")
+	if !ok {
+		return
 	}
+	ctx, ip := r.Context(), ClientIP(r)
+	tok := r.PostForm.Get("token")
+	if tok == "" {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "token is required")
+		return
+	}
+	err := s.RevokeToken(ctx, tok, by)
+	if errors.Is(err, ErrNotTokenOwner) {
+		s.audit(ctx, Event{Action: "revoke", Subject: by.Subject(), IP: ip, Reason: "not the caller's token"})
+		oauthError(w, http.StatusBadRequest, "unauthorized_client", "the token was not issued to the caller")
+		return
+	}
+	if err != nil {
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be revoked")
+		return
+	}
+	s.audit(ctx, Event{Action: "revoke", Subject: by.Subject(), IP: ip, Success: true})
 	noStore(w)
 	w.WriteHeader(http.StatusOK)
 }
 
-// introspect is RFC 7662, for authenticated callers only (Require ran).
+// introspect is RFC 7662 for an authenticated caller: the token's details
+// if the caller may know them, {"active":false} otherwise (§2.2).
 func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 	if !parseForm(w, r) {
 		return
 	}
+	by, ok := s.authenticateCaller(w, r, "introspect")
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	tok := r.PostForm.Get("token")
+	if tok == "" {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "token is required")
+		return
+	}
+	in, allowed, err := s.Introspect(ctx, tok, by)
+	if err != nil {
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be checked")
+		return
+	}
+	e := Event{Action: "introspect", Subject: by.Subject(), IP: ClientIP(r), Success: allowed}
+	if !allowed {
+		e.Reason = "not allowed to introspect the token"
+	}
+	s.audit(ctx, e)
 	noStore(w)
-	writeJSON(w, http.StatusOK, s.Introspect(r.Context(), r.PostForm.Get("token")))
+	writeJSON(w, http.StatusOK, in)
 }
 
 // logout revokes the token the request presents (Require verified it).
@@ -294,6 +424,19 @@ func (s *Service) jwks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, set)
 }
 
+// The client authentication methods of the token, revocation and
+// introspection endpoints, and the algorithms of client assertions.
+var (
+	authMethods       = []string{"client_secret_basic", "client_secret_post", "private_key_jwt"}
+	assertionAlgNames = func() []string {
+		out := make([]string, len(assertionAlgs))
+		for i, a := range assertionAlgs {
+			out[i] = string(a)
+		}
+		return out
+	}()
+)
+
 // discovery is what the OpenID and the SMART configuration documents
 // share: the endpoints and what the token endpoint accepts.
 func (s *Service) discovery() map[string]any {
@@ -305,8 +448,14 @@ func (s *Service) discovery() map[string]any {
 		"revocation_endpoint":                   iss + "/auth/revoke",
 		"introspection_endpoint":                iss + "/auth/introspect",
 		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
-		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post", "private_key_jwt"},
-		"token_endpoint_auth_signing_alg_values_supported": []string{"RS384", "ES384", "RS256", "ES256"},
+		"token_endpoint_auth_methods_supported": authMethods,
+		"token_endpoint_auth_signing_alg_values_supported": assertionAlgNames,
+		// Revocation and introspection also take a bearer token, which
+		// has no name in the registry of these methods.
+		"revocation_endpoint_auth_methods_supported":               authMethods,
+		"revocation_endpoint_auth_signing_alg_values_supported":    assertionAlgNames,
+		"introspection_endpoint_auth_methods_supported":            authMethods,
+		"introspection_endpoint_auth_signing_alg_values_supported": assertionAlgNames,
 		"scopes_supported": ScopesSupported(),
 	}
 }

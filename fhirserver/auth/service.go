@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -34,7 +35,7 @@ type Service struct {
 // Event is an authentication event for the audit trail: never a secret,
 // a password or a token, and a subject id rather than an email.
 type Event struct {
-	Action  string // login, token, refresh, logout, revoke, client-issue, client-rotate
+	Action  string // login, token, refresh, logout, revoke, introspect, bearer, client-issue, client-rotate, client-expire
 	Subject string // user/<id>, client/<id>, or "" when unknown
 	IP      string
 	Success bool
@@ -239,11 +240,43 @@ func (s *Service) Authenticate(ctx context.Context, raw string) (*Principal, err
 	return principalOf(c), nil
 }
 
-// RevokeToken revokes an access token (by its jti, until it expires) or a
-// refresh token (its family). Unknown or invalid tokens are not an error
-// (RFC 7009 §2.2).
-func (s *Service) RevokeToken(ctx context.Context, tok string) error {
+// Caller is who asks to introspect or revoke a token: a client that
+// authenticated with its credentials (Client), or the principal of a
+// bearer token (Principal).
+type Caller struct {
+	Client    *Client
+	Principal *Principal
+}
+
+// Subject names the caller in audit records: client/<id> or the
+// principal's subject.
+func (c Caller) Subject() string {
+	switch {
+	case c.Client != nil:
+		return "client/" + c.Client.ID
+	case c.Principal != nil:
+		return c.Principal.Subject
+	}
+	return ""
+}
+
+func (c Caller) admin() bool { return c.Client == nil && c.Principal != nil && c.Principal.Grant.Admin }
+
+// ErrNotTokenOwner: the caller may not revoke the token it named.
+var ErrNotTokenOwner = errors.New("the token was not issued to the caller")
+
+// RevokeToken revokes, on behalf of by, an access token (by its jti, until
+// it expires) or a refresh token (its family). Unknown or invalid tokens
+// are not an error (RFC 7009 §2.2). Admin may revoke any token. A token
+// issued to a client may be revoked only by that client, authenticated
+// with its credentials (RFC 7009 §2.1); a user's tokens (access or
+// refresh) only by a bearer token of the same user. Anything else is
+// ErrNotTokenOwner and revokes nothing.
+func (s *Service) RevokeToken(ctx context.Context, tok string, by Caller) error {
 	if c, err := s.Tokens.Verify(ctx, tok); err == nil {
+		if !by.admin() && !ownsAccessToken(by, c) {
+			return ErrNotTokenOwner
+		}
 		return s.Tokens.Revoke(ctx, c.ID, c.Expiry.Time())
 	}
 	rec, err := s.records.GetRecord(ctx, refreshKind, tokenHash(tok))
@@ -254,11 +287,27 @@ func (s *Service) RevokeToken(ctx context.Context, tok string) error {
 	if json.Unmarshal(rec.Value, &rr) != nil {
 		return nil
 	}
+	if !by.admin() {
+		// Refresh tokens are users' only; the record names the account.
+		user, err := s.Users.Get(ctx, rr.Email)
+		if err != nil || by.Client != nil || by.Principal == nil || by.Principal.Subject != "user/"+user.ID {
+			return ErrNotTokenOwner
+		}
+	}
 	err = s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: rr.Family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
 	return err
+}
+
+// ownsAccessToken: a client token belongs to the client authenticated by
+// its credentials, a user token to a bearer token of the same user.
+func ownsAccessToken(by Caller, c *Claims) bool {
+	if c.ClientID != "" {
+		return by.Client != nil && by.Client.ID == c.ClientID
+	}
+	return by.Client == nil && by.Principal != nil && by.Principal.ClientID == "" && by.Principal.Subject == c.Subject
 }
 
 // Introspection is the RFC 7662 answer.
@@ -276,13 +325,27 @@ type Introspection struct {
 	Type     string `json:"token_type,omitempty"`
 }
 
-// Introspect reports whether tok is an active access token.
-func (s *Service) Introspect(ctx context.Context, tok string) Introspection {
-	c, err := s.Tokens.Verify(ctx, tok)
-	if err != nil {
-		return Introspection{Active: false}
+// Introspect reports to by whether tok is an active access token, and
+// its details when by may know them: admin, the client the token was
+// issued to, or a resource-server client (Client.Introspect), whether
+// authenticated by credentials or by its own client token. For anyone
+// else every token is inactive (RFC 7662 §2.2), so that no caller learns
+// another's role, subject or scopes. allowed reports whether the answer
+// was the token's own.
+func (s *Service) Introspect(ctx context.Context, tok string, by Caller) (in Introspection, allowed bool, err error) {
+	c, verr := s.Tokens.Verify(ctx, tok)
+	if verr != nil {
+		var te *TokenError
+		if !errors.As(verr, &te) {
+			return Introspection{}, false, verr
+		}
+		return Introspection{Active: false}, true, nil
 	}
-	in := Introspection{Active: true, Scope: c.Scope, ClientID: c.ClientID, Sub: c.Subject, Exp: c.Expiry.Time().Unix(),
+	ok, err := s.mayIntrospect(ctx, by, c)
+	if err != nil || !ok {
+		return Introspection{Active: false}, false, err
+	}
+	in = Introspection{Active: true, Scope: c.Scope, ClientID: c.ClientID, Sub: c.Subject, Exp: c.Expiry.Time().Unix(),
 		Iss: c.Issuer, Jti: c.ID, Role: c.Role, Type: "Bearer"}
 	if c.IssuedAt != nil {
 		in.Iat = c.IssuedAt.Time().Unix()
@@ -290,5 +353,31 @@ func (s *Service) Introspect(ctx context.Context, tok string) Introspection {
 	if len(c.Audience) > 0 {
 		in.Aud = c.Audience[0]
 	}
-	return in
+	return in, true, nil
+}
+
+func (s *Service) mayIntrospect(ctx context.Context, by Caller, c *Claims) (bool, error) {
+	if by.admin() {
+		return true, nil
+	}
+	cl := by.Client
+	if cl == nil && by.Principal != nil && by.Principal.ClientID != "" && strings.HasPrefix(by.Principal.Subject, "client/") {
+		// A client's own access token: the client record, as it is now,
+		// decides (it may have been disabled or lost its flag since).
+		got, err := s.Clients.Get(ctx, by.Principal.ClientID)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if got.Disabled {
+			return false, nil
+		}
+		cl = got
+	}
+	if cl == nil {
+		return false, nil
+	}
+	return cl.Introspect || (c.ClientID != "" && cl.ID == c.ClientID), nil
 }
