@@ -86,6 +86,12 @@ func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
 	return st, nil
 }
 
+// oauthURIs are the issuer's endpoints the CapabilityStatement declares.
+func oauthURIs(base string) fhirserver.OAuthURIs {
+	e := auth.EndpointsOf(base)
+	return fhirserver.OAuthURIs{Token: e.Token, Revoke: e.Revoke, Introspect: e.Introspect}
+}
+
 // newFHIRServer builds the FHIR service of a data folder's store.
 func newFHIRServer(cfg serveConfig, st store.Store, validation fhirserver.Validation, logger *slog.Logger) (*fhirserver.Server, error) {
 	cursorKey, err := loadCursorKey(cfg.DataDir, st)
@@ -105,11 +111,7 @@ func newFHIRServer(cfg serveConfig, st store.Store, validation fhirserver.Valida
 			MaxBundleBytes:   cfg.MaxBundleBytes,
 			MaxDepth:         fhirjson.DefaultLimits().MaxDepth,
 		},
-		OAuth: fhirserver.OAuthURIs{
-			Token:      cfg.BaseURL + "/auth/token",
-			Revoke:     cfg.BaseURL + "/auth/revoke",
-			Introspect: cfg.BaseURL + "/auth/introspect",
-		},
+		OAuth:   oauthURIs(cfg.BaseURL),
 		Version: version,
 		Logger:  logger,
 	}, st)

@@ -437,16 +437,32 @@ var (
 	}()
 )
 
+// Endpoints are the absolute URLs of the issuer's endpoints, as discovery
+// publishes them (and the FHIR CapabilityStatement repeats them).
+type Endpoints struct {
+	Token, Revoke, Introspect, JWKS string
+}
+
+// EndpointsOf gives the endpoints of the issuer at base URL iss.
+func EndpointsOf(iss string) Endpoints {
+	return Endpoints{
+		Token:      iss + "/auth/token",
+		Revoke:     iss + "/auth/revoke",
+		Introspect: iss + "/auth/introspect",
+		JWKS:       iss + "/.well-known/jwks.json",
+	}
+}
+
 // discovery is what the OpenID and the SMART configuration documents
 // share: the endpoints and what the token endpoint accepts.
 func (s *Service) discovery() map[string]any {
-	iss := s.Tokens.Issuer
+	e := EndpointsOf(s.Tokens.Issuer)
 	return map[string]any{
-		"issuer":                                iss,
-		"jwks_uri":                              iss + "/.well-known/jwks.json",
-		"token_endpoint":                        iss + "/auth/token",
-		"revocation_endpoint":                   iss + "/auth/revoke",
-		"introspection_endpoint":                iss + "/auth/introspect",
+		"issuer":                                s.Tokens.Issuer,
+		"jwks_uri":                              e.JWKS,
+		"token_endpoint":                        e.Token,
+		"revocation_endpoint":                   e.Revoke,
+		"introspection_endpoint":                e.Introspect,
 		"grant_types_supported":                 []string{"client_credentials", "refresh_token"},
 		"token_endpoint_auth_methods_supported": authMethods,
 		"token_endpoint_auth_signing_alg_values_supported": assertionAlgNames,

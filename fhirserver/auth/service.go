@@ -65,7 +65,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		Users: NewUsers(cfg.Records, now), Clients: NewClients(cfg.Records, now), Keys: keys,
 		Tokens:        NewTokens(keys, cfg.Records, cfg.Issuer, cfg.Audience, now),
 		Throttle:      NewThrottle(now),
-		TokenEndpoint: cfg.Issuer + "/auth/token",
+		TokenEndpoint: EndpointsOf(cfg.Issuer).Token,
 		records:       cfg.Records, now: now,
 	}
 	return s, nil
