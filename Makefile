@@ -6,7 +6,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 BIN      := bin/kiln
 SHARED   ?= ../shared
 
-.PHONY: build run test test-race test-mongo bench definitions lint fuzz conformance clean
+.PHONY: build run test test-race test-mongo test-clients bench definitions lint fuzz conformance clean
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kiln
@@ -35,6 +35,12 @@ test-mongo:
 	@status=0; KILN_TEST_STORE=mongo KILN_NOT_RUN=$(NOT_RUN) MONGODB_URI='$(MONGODB_URI)' \
 	  $(GO) test -count=1 ./fhirserver/store/mongo/... ./fhirserver/ ./cmd/kiln/ || status=$$?; \
 	  if [ -s $(NOT_RUN) ]; then cat $(NOT_RUN); rm -f $(NOT_RUN); fi; exit $$status
+
+# Third-party clients (fhir-kit-client, fhirclient, openid-client) and
+# Debian's Chromium, unmodified, against a live `kiln serve` on loopback.
+# Needs node/npm and the npm registry; installs chromium when run as root.
+test-clients:
+	bash .ci/realclients/run.sh
 
 # Packages with concurrency, under the race detector.
 test-race:
