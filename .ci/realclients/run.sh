@@ -67,13 +67,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 
-# --cors-origins when this build has it; KILN_CORS_ORIGINS always (the same
-# list), so a build without the flag still starts and its CORS checks fail
-# on what it serves rather than on an unknown flag.
-cors_flag=()
-if { bin/kiln serve -h 2>&1 || true; } | grep -q -- '-cors-origins'; then
-  cors_flag=(--cors-origins "$ALLOWED")
-fi
+cors_flag=(--cors-origins "$ALLOWED")
 ADMIN_EMAIL=realclients@kiln.test
 ADMIN_PASSWORD="rc-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 
