@@ -13,11 +13,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/mux"
 )
@@ -288,5 +290,64 @@ func TestAdminUserPassword(t *testing.T) {
 	}
 	if len(resets) != 1 || !bytes.Contains(resets[0], []byte(`"110137"`)) || bytes.Contains(resets[0], []byte("nurse@")) {
 		t.Errorf("password-reset audit records: %s; the reset printed:\n%s", resets, cli.String())
+	}
+}
+
+// The first-start banner's commands work as pasted into sh: they log in,
+// set TOKEN, and read /fhir/Patient with it; with KILN_ADMIN_PASSWORD
+// they read the variable instead of printing the password.
+func TestFirstStartBannerCommands(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed: the printed commands cannot be run")
+	}
+	for _, tc := range []struct {
+		name            string
+		email, password string // from the environment, when set
+	}{
+		{name: "generated password"},
+		// Quotes, a $ and spaces: what shell quoting must survive.
+		{name: "from the environment", email: "o'brien@example.org", password: "it's a $HOME long pass"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.password != "" {
+				t.Setenv("KILN_ADMIN_EMAIL", tc.email)
+				t.Setenv("KILN_ADMIN_PASSWORD", tc.password)
+			}
+			addr, client, out, _ := startServe(t)
+			banner := out.String()
+			var lines []string
+			for _, label := range []string{"Log in:", "Keep token:", "Use it:"} {
+				m := regexp.MustCompile(`(?m)^  ` + label + ` +(.+)$`).FindStringSubmatch(banner)
+				if m == nil {
+					t.Fatalf("the banner has no %q line:\n%s", label, banner)
+				}
+				lines = append(lines, m[1])
+			}
+			if strings.Contains(banner, "…") {
+				t.Errorf("the banner has a placeholder:\n%s", banner)
+			}
+			if tc.password != "" && (strings.Contains(banner, tc.password) || !strings.Contains(lines[0], `"$KILN_ADMIN_PASSWORD"`)) {
+				t.Errorf("the banner prints the password or does not read KILN_ADMIN_PASSWORD:\n%s", banner)
+			}
+			script := strings.Join(lines, "\n") + "\nprintf '\\nTOKEN=%s\\n' \"$TOKEN\"\n"
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(cctx, "sh", "-c", script)
+			cmd.Dir = t.TempDir() // another working folder than the server's
+			res, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("sh: %v\n%s", err, res)
+			}
+			m := regexp.MustCompile(`(?m)^TOKEN=(\S+)$`).FindSubmatch(res)
+			if m == nil {
+				t.Fatalf("TOKEN is not set:\n%s", res)
+			}
+			if !bytes.Contains(res, []byte(`"resourceType":"Bundle"`)) {
+				t.Errorf("the Use it command did not get a Bundle:\n%s", res)
+			}
+			if status, _, _ := send(t, client, "GET", "https://"+addr+"/fhir/Patient", string(m[1]), "", nil); status != http.StatusOK {
+				t.Errorf("GET /fhir/Patient with TOKEN: %d", status)
+			}
+		})
 	}
 }
