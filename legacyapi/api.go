@@ -63,8 +63,12 @@ type Config struct {
 	// ProfileURL is the national pack's profile URL (meta.profile of a new
 	// Patient is ProfileURL + "/Patient").
 	ProfileURL string
-	// Auth serves POST /auth/login; nil leaves the route out.
+	// Auth serves POST /auth/login; nil leaves the route out. Its own
+	// routes (/auth/token…) are described in the OpenAPI document too.
 	Auth *auth.Service
+	// BaseURL is the server's public base URL, the OpenAPI document's
+	// server ("": "/", the server that served the document).
+	BaseURL string
 	// Now is the clock; nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger

@@ -39,6 +39,17 @@ const (
 	schemaLoginRequest   = "login-request"
 	schemaLoginResponse  = "login-response"
 	schemaError          = "error"
+	// Bodies of the issuer's endpoints (fhirserver/auth), described in the
+	// OpenAPI document only: those handlers read forms, not JSON.
+	schemaLogoutResponse      = "logout-response"
+	schemaTokenRequest        = "token-request"
+	schemaTokenResponse       = "token-response"
+	schemaRevokeRequest       = "revoke-request"
+	schemaIntrospectRequest   = "introspect-request"
+	schemaIntrospection       = "introspection"
+	schemaOAuthError          = "oauth-error"
+	schemaJWKS                = "jwks"
+	schemaOpenIDConfiguration = "openid-configuration"
 )
 
 // schemas holds the compiled schemas and their documents.

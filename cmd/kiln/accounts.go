@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,43 +19,69 @@ import (
 // open the data folder's issuer in-process, as `kiln serve --data DIR`
 // would: they need the store and the master key, not a running server.
 
-func runUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError(stderr, "kiln admin user add|list|disable|enable")
+func runUser(ctx context.Context, sub string, args []string, s stdio) error {
+	cmdName := "admin user " + sub
+	fs, data := accountFlags("kiln "+cmdName, s.err)
+	// Each sub-command has only the flags it reads.
+	email, role, scopes, fhirUser, passwordStdin := new(string), new(string), new(string), new(string), new(bool)
+	if sub != "list" {
+		email = fs.String("email", "", "the user's email address")
 	}
-	fs, data := accountFlags("kiln admin user "+args[0], stderr)
-	email := fs.String("email", "", "the user's email address")
-	role := fs.String("role", "", "one of "+strings.Join(auth.Roles, ", "))
-	scopes := fs.String("scopes", "", "space-separated scopes the user's tokens may carry")
-	fhirUser := fs.String("fhir-user", "", "optional FHIR reference of the user (e.g. Practitioner/123)")
-	passwordStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input")
-	a, err := openParsed(ctx, fs, args[1:], data, stderr)
+	if sub == "add" {
+		role = fs.String("role", "", "one of "+strings.Join(auth.Roles, ", "))
+		scopes = fs.String("scopes", "", "space-separated scopes the user's tokens may carry")
+		fhirUser = fs.String("fhir-user", "", "optional FHIR reference of the user (e.g. Practitioner/123)")
+	}
+	if sub == "add" || sub == "password" {
+		passwordStdin = fs.Bool("password-stdin", false, "read the password from the first line of standard input")
+	}
+	a, err := openParsed(ctx, fs, args, data, s.err)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	users := a.auth.Users
-	switch args[0] {
+	switch sub {
 	case "add":
 		if *email == "" || *role == "" || !*passwordStdin {
-			return usageError(stderr, "kiln admin user add --data DIR --email E --role R --scopes \"…\" --password-stdin")
+			return usageError(s.err, synopsis(cmdName))
 		}
-		line, err := bufio.NewReader(stdin).ReadString('\n')
-		if err != nil && line == "" {
-			return fmt.Errorf("reading the password from standard input: %w", err)
-		}
-		u, err := users.Add(ctx, *email, *role, *scopes, *fhirUser, strings.TrimRight(line, "\r\n"))
+		password, err := readPassword(s.in)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "added user %s (id %s, role %s, scopes %q)\n", u.Email, u.ID, u.Role, u.Scopes)
+		u, err := users.Add(ctx, *email, *role, *scopes, *fhirUser, password)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.out, "added user %s (id %s, role %s, scopes %q)\n", u.Email, u.ID, u.Role, u.Scopes)
+		return nil
+	case "password":
+		if *email == "" || !*passwordStdin {
+			return usageError(s.err, synopsis(cmdName))
+		}
+		password, err := readPassword(s.in)
+		if err != nil {
+			return err
+		}
+		u, families, err := a.auth.ResetPassword(ctx, *email, password)
+		if u != nil {
+			// Recorded once the password changed, even if revoking the
+			// sessions then failed: the audit trail says what happened.
+			a.auth.Record(ctx, auth.Event{Action: "password-reset", Subject: "user/" + u.ID, Success: err == nil})
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.out, "reset the password of %s; revoked %d refresh-token session(s). Access tokens already issued stay valid until they expire (at most %s).\n",
+			u.Email, families, auth.TokenLifetime)
 		return nil
 	case "list":
 		list, err := users.List(ctx)
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		tw := tabwriter.NewWriter(s.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "EMAIL\tID\tROLE\tSTATE\tSCOPES")
 		for _, u := range list {
 			state := "active"
@@ -66,36 +93,46 @@ func runUser(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return tw.Flush()
 	case "disable", "enable":
 		if *email == "" {
-			return usageError(stderr, "kiln admin user "+args[0]+" --data DIR --email E")
+			return usageError(s.err, synopsis(cmdName))
 		}
-		if err := users.SetDisabled(ctx, *email, args[0] == "disable"); err != nil {
+		if err := users.SetDisabled(ctx, *email, sub == "disable"); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "user %s %sd\n", *email, args[0])
+		fmt.Fprintf(s.out, "user %s %sd\n", *email, sub)
 		return nil
 	}
-	return usageError(stderr, "kiln admin user add|list|disable|enable")
+	return fmt.Errorf("kiln admin user: no sub-command %q", sub) // the command table names only the cases above
 }
 
-func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError(stderr, "kiln admin client add|rotate|keys|list")
+// readPassword reads a password from the first line of r.
+func readPassword(r io.Reader) (string, error) {
+	if r == nil {
+		return "", errors.New("reading the password: no standard input")
 	}
-	fs, data := accountFlags("kiln admin client "+args[0], stderr)
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("reading the password from standard input: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func runClient(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
+	cmdName := "admin client " + sub
+	fs, data := accountFlags("kiln "+cmdName, stderr)
 	name := fs.String("name", "", "the client's name")
 	scopes := fs.String("scopes", "", "space-separated scopes the client may ask for")
 	jwksFile := fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
 	id := fs.String("id", "", "the client id")
-	a, err := openParsed(ctx, fs, args[1:], data, stderr)
+	a, err := openParsed(ctx, fs, args, data, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	clients := a.auth.Clients
-	switch args[0] {
+	switch sub {
 	case "add":
 		if *name == "" || *scopes == "" {
-			return usageError(stderr, "kiln admin client add --data DIR --name N --scopes \"…\" [--jwks FILE]")
+			return usageError(stderr, synopsis(cmdName))
 		}
 		var jwks []byte
 		if *jwksFile != "" {
@@ -113,7 +150,7 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	case "rotate":
 		if *id == "" {
-			return usageError(stderr, "kiln admin client rotate --data DIR --id ID")
+			return usageError(stderr, synopsis(cmdName))
 		}
 		secret, err := clients.Rotate(ctx, *id)
 		if err != nil {
@@ -124,7 +161,7 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return nil
 	case "keys":
 		if *id == "" || *jwksFile == "" {
-			return usageError(stderr, "kiln admin client keys --data DIR --id ID --jwks FILE")
+			return usageError(stderr, synopsis(cmdName))
 		}
 		jwks, err := os.ReadFile(*jwksFile)
 		if err != nil {
@@ -148,15 +185,12 @@ func runClient(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return tw.Flush()
 	}
-	return usageError(stderr, "kiln admin client add|rotate|keys|list")
+	return fmt.Errorf("kiln admin client: no sub-command %q", sub) // the command table names only the cases above
 }
 
-func runKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "rotate" {
-		return usageError(stderr, "kiln admin keys rotate --data DIR")
-	}
+func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, data := accountFlags("kiln admin keys rotate", stderr)
-	a, err := openParsed(ctx, fs, args[1:], data, stderr)
+	a, err := openParsed(ctx, fs, args, data, stderr)
 	if err != nil {
 		return err
 	}

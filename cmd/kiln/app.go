@@ -35,6 +35,7 @@ type app struct {
 	// platform is the platform's JSON API (legacyapi) over fhir.
 	platform *legacyapi.API
 	handler  http.Handler
+	router   *mux.Router // inside handler: its routes, for tests that list them
 	logger   *slog.Logger
 }
 
@@ -118,6 +119,7 @@ func newPlatformAPI(cfg serveConfig, a *app, logger *slog.Logger) (*legacyapi.AP
 		Eraser:     legacyapi.FHIREraser{FHIR: a.fhir},
 		ProfileURL: cfg.Validation.ProfileURL,
 		Auth:       a.auth,
+		BaseURL:    cfg.BaseURL,
 		Logger:     logger,
 	})
 }
@@ -142,6 +144,7 @@ func (a *app) Close() {
 // bearer-token check runs inside it, so refused requests are logged too.
 func (a *app) routes(cfg serveConfig) http.Handler {
 	r := mux.NewRouter().SkipClean(true)
+	a.router = r
 	r.Use(httpserver.LabelRoute)
 	if a.rec != nil {
 		r.Use(auditRequests(a.rec))

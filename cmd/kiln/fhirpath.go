@@ -28,7 +28,7 @@ func runFHIRPath(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	var vars varFlags
 	fs.Var(&vars, "var", "environment variable name=value (value: JSON, or else a string); repeatable")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: kiln fhirpath [--resource FILE|-] [--var name=value]... EXPRESSION")
+		fmt.Fprintln(stderr, "Usage: "+synopsis("fhirpath"))
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

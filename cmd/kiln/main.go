@@ -1,10 +1,6 @@
-// Command kiln is the Kiln FHIR R4 server.
-//
-//	kiln serve [flags]              start the server (see `kiln serve -h`)
-//	kiln fhirpath [flags] EXPR      evaluate a FHIRPath expression
-//	kiln validate [flags] FILE...   validate resources against profiles, offline
-//	kiln admin generate|load        synthetic data and HTTP load for benchmarks
-//	kiln version                    print the version
+// Command kiln is the Kiln FHIR R4 server: `kiln serve` serves it, the
+// other commands work on its data folder or beside it. `kiln help` lists
+// them all, from the command table of commands.go.
 package main
 
 import (
@@ -39,45 +35,7 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-const usage = `Kiln is a FHIR R4 server.
-
-Usage:
-  kiln serve [flags]       start the server (kiln serve -h lists the flags)
-  kiln fhirpath [--resource FILE|-] [--var name=value]... EXPRESSION
-                           evaluate FHIRPath and print the result as a JSON array
-  kiln validate [--package P]... [--profile URL]... [--output text|summary|json] FILE|DIR...
-                           validate resources offline (kiln validate -h); exits 1 on errors
-  kiln admin generate|load [flags]
-                           synthetic data and HTTP load for benchmarks (kiln admin help)
-  kiln version             print the version
-`
-
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	privateFiles()
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errUsage
-	}
-	switch args[0] {
-	case "serve":
-		cfg, err := parseServeConfig(args[1:], os.LookupEnv, stderr)
-		if err != nil {
-			return err
-		}
-		return serve(ctx, cfg, stderr)
-	case "fhirpath":
-		return runFHIRPath(ctx, args[1:], stdin, stdout, stderr)
-	case "validate":
-		return runValidate(ctx, args[1:], stdout, stderr)
-	case "admin":
-		return runAdmin(ctx, args[1:], stdin, stdout, stderr)
-	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "kiln", version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "kiln: unknown command %q\n\n%s", args[0], usage)
-	return errUsage
+	return dispatch(ctx, args, stdio{in: stdin, out: stdout, err: stderr})
 }

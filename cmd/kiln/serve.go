@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,11 +147,11 @@ Kiln %s — FHIR R4 server
   TLS:         %s
                %s
                SHA-256 %s
-  Try:         curl --cacert %s %s/fhir/metadata
+  Try:         curl --cacert %s %s
   Auth:        bearer tokens from POST %s/auth/login (or /auth/token for machine clients)
   Stop:        Ctrl-C (in-flight requests are drained)
 
-`, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, certFile, cfg.BaseURL, cfg.BaseURL)
+`, version, cfg.BaseURL, cfg.storeDescription(), kind, certFile, fingerprint, shellQuote(pastable(certFile)), shellQuote(cfg.BaseURL+"/fhir/metadata"), cfg.BaseURL)
 }
 
 // maintain runs the hourly work (signing key rotation by age, client
@@ -175,21 +177,50 @@ func maintain(ctx context.Context, a *app, cfg serveConfig, logger *slog.Logger)
 	}
 }
 
-// printFirstAdmin shows, once, the account created on the first start.
+// printFirstAdmin shows, once, the account created on the first start,
+// and commands that work as pasted into a POSIX shell: log in, keep the
+// token in TOKEN (with sed, which every such shell has; jq may be
+// missing), and use it. password is "" when it came from
+// KILN_ADMIN_PASSWORD: the commands then read the variable rather than
+// print it (a password holding " or \ would need JSON escaping there).
 func printFirstAdmin(out io.Writer, cfg serveConfig, certFile, email, password string) {
 	shown := password
-	if shown == "" {
+	emailJSON, _ := json.Marshal(email)
+	body := shellQuote(`{"email":` + string(emailJSON) + `,"password":`)
+	if password == "" {
 		shown = "(from KILN_ADMIN_PASSWORD)"
+		body += `'"'"$KILN_ADMIN_PASSWORD"'"}'`
+	} else {
+		pw, _ := json.Marshal(password)
+		body = shellQuote(`{"email":` + string(emailJSON) + `,"password":` + string(pw) + `}`)
 	}
+	cert, base := shellQuote(pastable(certFile)), cfg.BaseURL
 	fmt.Fprintf(out, `First start: created the administrator account (shown only this once)
   email:       %s
   password:    %s
-  Log in:      curl --cacert %s -X POST %s/auth/login \
-                 -H 'Content-Type: application/json' \
-                 -d '{"email":"%s","password":"…"}'
-  Then:        curl --cacert %s -H "Authorization: Bearer <access_token>" %s/fhir/Patient
+  Log in:      LOGIN=$(curl -sS --cacert %s -X POST %s -H 'Content-Type: application/json' -d %s); echo "$LOGIN"
+  Keep token:  TOKEN=$(printf '%%s' "$LOGIN" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
+  Use it:      curl -sS --cacert %s -H "Authorization: Bearer $TOKEN" %s
 
-`, email, shown, certFile, cfg.BaseURL, email, certFile, cfg.BaseURL)
+`, email, shown, cert, shellQuote(base+"/auth/login"), body, cert, shellQuote(base+"/fhir/Patient"))
+}
+
+// shellQuote quotes s for a POSIX shell as one word: as it is when it
+// holds only characters no shell treats specially, else single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// pastable is a file path for commands pasted in another terminal, which
+// may have another working folder: absolute when it can be.
+func pastable(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // storeDescription names the store without the connection string, which

@@ -18,7 +18,8 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
-const validateUsage = `Usage: kiln validate [--package P]... [--profile URL]... [--output text|summary|json] FILE|DIR...
+// validateAbout follows the synopsis of the command table.
+const validateAbout = `
 
 Validates FHIR JSON resources offline, as the server does on write:
 structure (R4), the base definition of each resource's type, every
@@ -35,7 +36,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fset := flag.NewFlagSet("kiln validate", flag.ContinueOnError)
 	fset.SetOutput(stderr)
 	fset.Usage = func() {
-		fmt.Fprint(stderr, validateUsage)
+		fmt.Fprint(stderr, "Usage: "+synopsis("validate")+validateAbout)
 		fset.PrintDefaults()
 	}
 	vc := validationConfig{Mode: "profiles", UnknownProfile: "warn", TypeProfiles: "none"}

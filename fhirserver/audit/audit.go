@@ -74,7 +74,7 @@ var (
 	// TypeUserAuthentication: login, token, logout, revoke, introspect.
 	TypeUserAuthentication = Code{SystemDICOM, "110114", "User Authentication"}
 	// TypeSecurityAttributesChanged: a machine client's credentials were
-	// issued, rotated or expired.
+	// issued, rotated or expired, or a user's password was reset.
 	TypeSecurityAttributesChanged = Code{SystemDICOM, "110137", "User Security Attributes Changed"}
 )
 
@@ -107,6 +107,9 @@ var (
 	SubtypeClientIssue  = authSubtype("client-issue", "Client credential issued")
 	SubtypeClientRotate = authSubtype("client-rotate", "Client credential rotated")
 	SubtypeClientExpire = authSubtype("client-expire", "Client credential expired")
+	// SubtypePasswordReset: an administrator reset a user's password
+	// (kiln admin user password).
+	SubtypePasswordReset = authSubtype("password-reset", "User password reset")
 	// SubtypePurge: a retention checkpoint, written before the records it
 	// names are purged.
 	SubtypePurge = authSubtype("purge", "Audit records past retention purged")
@@ -239,7 +242,7 @@ func typeOf(sub Code) Code {
 	case SystemRestfulInteraction:
 		return TypeREST
 	case SystemAuthSubtype:
-		if strings.HasPrefix(sub.Code, "client-") {
+		if strings.HasPrefix(sub.Code, "client-") || sub.Code == "password-reset" {
 			return TypeSecurityAttributesChanged
 		}
 		return TypeUserAuthentication
@@ -253,7 +256,7 @@ func actionOf(sub Code) Action {
 		return ActionCreate
 	case "read", "vread", "history", "capabilities":
 		return ActionRead
-	case "update", "patch", "client-rotate":
+	case "update", "patch", "client-rotate", "password-reset":
 		return ActionUpdate
 	case "delete", "client-expire":
 		return ActionDelete
