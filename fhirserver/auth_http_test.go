@@ -1196,9 +1196,23 @@ func TestThrottlingAuthRateLimit(t *testing.T) {
 	if limited != 30 {
 		t.Fatalf("the first 429 came at request %d, want 30 (burst 30)", limited)
 	}
-	wait := retryAfter(t, h.form("/auth/token", "", "", bad))
-	retryAfter(t, h.do(http.MethodPost, "/auth/login", "", []byte(`{}`), "Content-Type", "application/json"))
-	retryAfter(t, h.form("/auth/revoke", "", "", url.Values{"token": {"x"}}))
+	// Each endpoint answers in its own error shape: OAuth clients read the
+	// RFC 6749 body, the platform's the JSON error body.
+	r := h.form("/auth/token", "", "", bad)
+	wait := retryAfter(t, r)
+	if !strings.Contains(string(r.body), `"error":"temporarily_unavailable"`) {
+		t.Errorf("/auth/token 429 body: %s", r.body)
+	}
+	r = h.do(http.MethodPost, "/auth/login", "", []byte(`{}`), "Content-Type", "application/json")
+	if retryAfter(t, r); !strings.Contains(string(r.body), `"error":{"code":"too_many_requests"`) {
+		t.Errorf("/auth/login 429 body: %s", r.body)
+	}
+	for _, path := range []string{"/auth/revoke", "/auth/introspect"} {
+		r = h.form(path, "", "", url.Values{"token": {"x"}})
+		if retryAfter(t, r); !strings.Contains(string(r.body), `"error":"temporarily_unavailable"`) {
+			t.Errorf("%s 429 body: %s", path, r.body)
+		}
+	}
 	// FHIR reads are not behind the /auth limit.
 	if r := h.do(http.MethodGet, "/fhir/metadata", "", nil); r.status != http.StatusOK {
 		t.Errorf("/fhir/metadata during the /auth limit: %d", r.status)

@@ -82,9 +82,13 @@ var tags = []any{
 	map[string]any{"name": tagDiscovery, "description": "Documents that describe the server: its OAuth metadata, its signing keys and this document."},
 }
 
-// rateLimited: the OAuth endpoints' per-address limit answers 429 with the
-// platform's error body, before the request is read.
-const rateLimited = "Too many requests from this address; retry after Retry-After seconds (the platform Error body)."
+// rateLimited and oauthRateLimited: the /auth endpoints' per-address
+// limit answers 429 before the request is read, in the endpoint's error
+// shape.
+const (
+	rateLimited      = "Too many requests from this address; retry after Retry-After seconds."
+	oauthRateLimited = "temporarily_unavailable: too many requests from this address; retry after Retry-After seconds."
+)
 
 // operations describes every platform route, by "METHOD path".
 var operations = map[string]operation{
@@ -115,8 +119,8 @@ var operations = map[string]operation{
 		oauthErrors: map[string]string{
 			"400": "invalid_request (not a form, or no grant_type), unsupported_grant_type, invalid_grant (the refresh token is unknown, expired, revoked or spent) or invalid_scope (a scope the client does not hold, or no such scope).",
 			"401": "invalid_client: the client authentication failed, or none or more than one method was used. WWW-Authenticate: Basic only when the request used Basic.",
+			"429": oauthRateLimited,
 		},
-		errors: map[string]string{"429": rateLimited},
 	},
 	"POST /auth/revoke": {
 		tag:     tagOAuth,
@@ -128,9 +132,9 @@ var operations = map[string]operation{
 		oauthErrors: map[string]string{
 			"400": "invalid_request (not a form, no token, or client credentials and a bearer token at once) or unauthorized_client (the token was not issued to the caller; it stays valid).",
 			"401": "invalid_client (no authentication, or the client authentication failed; WWW-Authenticate: Basic only when Basic was used) or invalid_token (the caller's bearer token is not valid; WWW-Authenticate: Bearer).",
+			"429": oauthRateLimited,
 			"503": "temporarily_unavailable: the revocation could not be stored; retry later.",
 		},
-		errors: map[string]string{"429": rateLimited},
 	},
 	"POST /auth/introspect": {
 		tag:     tagOAuth,
@@ -142,9 +146,9 @@ var operations = map[string]operation{
 		oauthErrors: map[string]string{
 			"400": "invalid_request: not a form, no token, or client credentials and a bearer token at once.",
 			"401": "invalid_client (no authentication, or the client authentication failed; WWW-Authenticate: Basic only when Basic was used) or invalid_token (the caller's bearer token is not valid).",
+			"429": oauthRateLimited,
 			"503": "temporarily_unavailable: the token could not be checked; retry later.",
 		},
-		errors: map[string]string{"429": rateLimited},
 	},
 	"POST /patients": {
 		tag:     tagPatients,

@@ -123,6 +123,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 	scopes := fs.String("scopes", "", "space-separated scopes the client may ask for")
 	jwksFile := fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
 	id := fs.String("id", "", "the client id")
+	introspect := fs.Bool("introspect", false, "a resource server: it may introspect any token at /auth/introspect")
 	a, err := openParsed(ctx, fs, args, data, stderr)
 	if err != nil {
 		return err
@@ -140,7 +141,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 				return err
 			}
 		}
-		cl, secret, err := clients.Add(ctx, *name, *scopes, jwks)
+		cl, secret, err := clients.Register(ctx, auth.Registration{Name: *name, Scopes: *scopes, JWKS: jwks, Introspect: *introspect})
 		if err != nil {
 			return err
 		}
@@ -179,9 +180,9 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tSECRETS\tSCOPES")
+		fmt.Fprintln(tw, "ID\tNAME\tSECRETS\tINTROSPECTS\tSCOPES")
 		for _, c := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.ID, c.Name, len(c.Secrets), c.Scopes)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", c.ID, c.Name, len(c.Secrets), c.Introspect, c.Scopes)
 		}
 		return tw.Flush()
 	}

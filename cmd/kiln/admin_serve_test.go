@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -64,5 +67,58 @@ func TestAdminBesideServerKeepsTheAuditChain(t *testing.T) {
 	}
 	if requests < 10 {
 		t.Errorf("only %d requests were made beside the admin commands", requests)
+	}
+}
+
+// kiln admin client add --introspect registers a resource server: it may
+// introspect another client's token; a plain client learns nothing.
+func TestAdminClientIntrospectFlag(t *testing.T) {
+	data := t.TempDir()
+	addr, client, _, _ := startServe(t, "--data", data)
+	base := "https://" + addr
+	add := func(name string, extra ...string) (id, secret string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args := append([]string{"admin", "client", "add", "--data", data, "--name", name, "--scopes", "system/Observation.rs"}, extra...)
+		if err := run(context.Background(), args, nil, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
+		}
+		m := regexp.MustCompile(`client_id:\s+(\S+)\s+client_secret:\s+(\S+)`).FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("no credentials printed:\n%s", out.String())
+		}
+		return m[1], m[2]
+	}
+	holderID, holderSecret := add("lab-node")
+	rsID, rsSecret := add("resource-server", "--introspect")
+	plainID, plainSecret := add("other-node")
+
+	form := func(id, secret, body string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/auth/"+strings.Fields(body)[0], strings.NewReader(strings.Fields(body)[1]))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %v %v", body, resp.StatusCode, m, err)
+		}
+		return m
+	}
+	tok, _ := form(holderID, holderSecret, "token grant_type=client_credentials")["access_token"].(string)
+	if got := form(rsID, rsSecret, "introspect token="+tok); got["active"] != true || got["scope"] != "system/Observation.rs" {
+		t.Errorf("the resource server's introspection: %v", got)
+	}
+	if got := form(plainID, plainSecret, "introspect token="+tok); len(got) != 1 || got["active"] != false {
+		t.Errorf("a plain client's introspection: %v", got)
+	}
+	var list bytes.Buffer
+	if err := run(context.Background(), []string{"admin", "client", "list", "--data", data}, nil, &list, &list); err != nil ||
+		!regexp.MustCompile(rsID+`\s+resource-server\s+1\s+true`).MatchString(list.String()) {
+		t.Errorf("client list: %v\n%s", err, list.String())
 	}
 }

@@ -183,20 +183,16 @@ func entityOf(typ, id, ref, query string) audit.Entity {
 	return audit.Entity{ResourceType: typ, Query: query}
 }
 
-// runAudit is `kiln admin audit verify`.
-func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(stderr, "usage: kiln admin audit verify --data DIR")
-		return errUsage
+// runAuditVerify is `kiln admin audit verify`.
+func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, data := accountFlags("kiln admin audit verify", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	data := "./data"
-	if len(args) == 3 && args[1] == "--data" {
-		data = args[2]
-	} else if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: kiln admin audit verify --data DIR")
-		return errUsage
+	if fs.NArg() > 0 {
+		return usageError(stderr, synopsis("admin audit verify"))
 	}
-	cfg, err := parseServeConfig([]string{"--data", data}, os.LookupEnv, stderr)
+	cfg, err := parseServeConfig([]string{"--data", *data}, os.LookupEnv, stderr)
 	if err != nil {
 		return err
 	}

@@ -90,8 +90,8 @@ func commands() []command {
 		{name: "admin user password", args: "--data DIR --email E --password-stdin",
 			help: "reset a user's password (the first line of standard input) and revoke\nthe user's refresh tokens; access tokens already issued expire within the hour",
 			run:  userCommand("password")},
-		{name: "admin client add", args: `--data DIR --name N --scopes "…" [--jwks FILE]`,
-			help: "add a machine client; prints its id and secret once (the secret expires\nafter 90 days); --jwks registers public keys for private_key_jwt",
+		{name: "admin client add", args: `--data DIR --name N --scopes "…" [--jwks FILE] [--introspect]`,
+			help: "add a machine client; prints its id and secret once (the secret expires\nafter 90 days); --jwks registers public keys for private_key_jwt;\n--introspect makes it a resource server that may introspect any token",
 			run:  clientCommand("add")},
 		{name: "admin client rotate", args: "--data DIR --id ID",
 			help: "issue a new secret; the old one keeps working for 7 days",
@@ -110,7 +110,7 @@ func commands() []command {
 		{name: "admin audit verify", args: "--data DIR",
 			help: "check the hash chain of the audit trail; reports the first broken record",
 			run: func(ctx context.Context, args []string, s stdio) error {
-				return runAudit(ctx, append([]string{"verify"}, args...), s.out, s.err)
+				return runAuditVerify(ctx, args, s.out, s.err)
 			}},
 		{name: "admin token", args: `--data DIR [--base-url URL] [--scopes "…"]`,
 			help: "print an access token minted from the data folder's keys (every scope\nand role admin by default), for scripts and load tests",

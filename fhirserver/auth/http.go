@@ -99,9 +99,9 @@ func ClientIP(r *http.Request) string {
 // Routes registers the OAuth2/OIDC endpoints through handle (a router's
 // method-and-path registration).
 func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
-	handle(http.MethodPost, "/auth/token", s.limited(http.HandlerFunc(s.token)))
-	handle(http.MethodPost, "/auth/revoke", s.limited(http.HandlerFunc(s.revoke)))
-	handle(http.MethodPost, "/auth/introspect", s.limited(http.HandlerFunc(s.introspect)))
+	handle(http.MethodPost, "/auth/token", s.limitedOAuth(http.HandlerFunc(s.token)))
+	handle(http.MethodPost, "/auth/revoke", s.limitedOAuth(http.HandlerFunc(s.revoke)))
+	handle(http.MethodPost, "/auth/introspect", s.limitedOAuth(http.HandlerFunc(s.introspect)))
 	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
 	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
 	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
@@ -112,10 +112,22 @@ func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
 // Retry-After when exceeded.
 func (s *Service) Limited(next http.Handler) http.Handler { return s.limited(next) }
 
-func (s *Service) limited(next http.Handler) http.Handler {
+func (s *Service) limited(next http.Handler) http.Handler { return s.limit(next, TooMany) }
+
+// limitedOAuth is limited for the OAuth endpoints, whose clients read the
+// RFC 6749 error body: RFC 6749 has no code for a rate limit, so the 429
+// says temporarily_unavailable, with Retry-After.
+func (s *Service) limitedOAuth(next http.Handler) http.Handler {
+	return s.limit(next, func(w http.ResponseWriter, wait time.Duration) {
+		setRetryAfter(w, wait)
+		oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+	})
+}
+
+func (s *Service) limit(next http.Handler, tooMany func(http.ResponseWriter, time.Duration)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ok, wait := s.Throttle.Allow(ClientIP(r)); !ok {
-			TooMany(w, wait)
+			tooMany(w, wait)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -124,8 +136,12 @@ func (s *Service) limited(next http.Handler) http.Handler {
 
 // TooMany answers 429 with Retry-After (whole seconds, at least 1).
 func TooMany(w http.ResponseWriter, wait time.Duration) {
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
+	setRetryAfter(w, wait)
 	httpserver.WriteError(w, http.StatusTooManyRequests, "too_many_requests", "too many requests; retry later")
+}
+
+func setRetryAfter(w http.ResponseWriter, wait time.Duration) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
 }
 
 // oauthError is the RFC 6749 §5.2 error body.
