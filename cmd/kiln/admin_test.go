@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,15 +28,7 @@ import (
 func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := parseServeConfig([]string{"--data", dir}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := openApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a, _ := openTestApp(t, "--data", dir)
 	tok, err := a.adminToken(ctx)
 	if err != nil {
 		t.Fatal(err)

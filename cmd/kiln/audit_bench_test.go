@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,15 +17,7 @@ func BenchmarkRead(b *testing.B) {
 	for _, mode := range []string{"audit-on", "audit-off"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			cfg, err := parseServeConfig([]string{"--data", b.TempDir()}, func(string) (string, bool) { return "", false }, io.Discard)
-			if err != nil {
-				b.Fatal(err)
-			}
-			a, err := openApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
+			a, cfg := openTestApp(b, "--data", b.TempDir())
 			if mode == "audit-off" {
 				rec := a.rec
 				a.rec = nil

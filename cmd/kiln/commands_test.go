@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -121,19 +119,11 @@ var notPlatform = []string{"/livez", "/readyz"}
 // prints the document the server serves.
 func TestOpenAPIMatchesMux(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := parseServeConfig([]string{"--data", t.TempDir(), "--base-url", "https://kiln.test:9443"}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := openApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a, _ := openTestApp(t, "--data", t.TempDir(), "--base-url", "https://kiln.test:9443")
 
 	routed := map[string]bool{}
 	param := regexp.MustCompile(`\{(\w+):[^}]*\}`) // {id:regexp} → {id}
-	err = a.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+	err := a.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		path, err := route.GetPathTemplate()
 		if err != nil {
 			return nil // a route without a path (none today) matches by other means
@@ -268,22 +258,8 @@ func TestAdminUserPassword(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite3", "file:"+filepath.ToSlash(filepath.Join(data, "audit.db"))+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT body FROM audit_log ORDER BY seq`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var resets [][]byte
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			t.Fatal(err)
-		}
+	for _, body := range auditBodies(t, data) {
 		if bytes.Contains(body, []byte(`"code":"password-reset"`)) {
 			resets = append(resets, body)
 		}

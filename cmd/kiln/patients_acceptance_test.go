@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -175,22 +173,8 @@ func TestPatientsAcceptance(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := sql.Open("sqlite3", "file:"+filepath.ToSlash(filepath.Join(data, "audit.db"))+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.Query(`SELECT body FROM audit_log`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	erasures := 0
-	for rows.Next() {
-		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			t.Fatal(err)
-		}
+	for _, body := range auditBodies(t, data) {
 		if bytes.Contains(body, []byte(`"Patient/`+id+`"`)) && bytes.Contains(body, []byte(`"action":"D"`)) && bytes.Contains(body, []byte(`"outcome":"0"`)) {
 			erasures++
 		}
