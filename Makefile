@@ -81,12 +81,13 @@ FHIRPATH_MIN ?= 0.98
 # their base definitions (the files with errors must be exactly those listed
 # and explained in docs/validation.md), and US Core instances written here.
 conformance: build
-	@if [ ! -d "$(SHARED)" ]; then echo "conformance: $(SHARED) is absent; nothing to run"; exit 0; fi
-	$(GO) run ./fhirserver/fhirpath/internal/suite -dir $(SHARED)/fhirpath -min $(FHIRPATH_MIN)
-	@echo "== validation: the official R4 examples"
-	./$(BIN) validate --output summary --baseline testdata/conformance/r4-examples-with-errors.txt $(SHARED)/fhir/r4-examples
-	@echo "== validation: US Core 3.1.0 (valid instances pass; each broken one fails)"
-	./$(BIN) validate --output summary --package $(SHARED)/fhir/us-core-3.1.0 testdata/us-core/valid
+	@if [ ! -d "$(SHARED)" ]; then echo "conformance: $(SHARED) is absent; nothing to run"; exit 0; fi; \
+	set -ex; \
+	$(GO) run ./fhirserver/fhirpath/internal/suite -dir $(SHARED)/fhirpath -min $(FHIRPATH_MIN); \
+	echo "== validation: the official R4 examples"; \
+	./$(BIN) validate --output summary --baseline testdata/conformance/r4-examples-with-errors.txt $(SHARED)/fhir/r4-examples; \
+	echo "== validation: US Core 3.1.0 (valid instances pass; each broken one fails)"; \
+	./$(BIN) validate --output summary --package $(SHARED)/fhir/us-core-3.1.0 testdata/us-core/valid; \
 	./$(BIN) validate --output summary --package $(SHARED)/fhir/us-core-3.1.0 --baseline testdata/us-core/invalid/baseline.txt testdata/us-core/invalid
 
 clean:
