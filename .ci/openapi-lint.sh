@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 dir=.ci/openapi-lint
 doc=$(mktemp -d)/openapi.json
 trap 'rm -rf "$(dirname "$doc")"' EXIT
-go run ./cmd/kiln openapi --base-url https://127.0.0.1:8443 --out "$doc"
+go run -trimpath ./cmd/kiln openapi --base-url https://127.0.0.1:8443 --out "$doc"
 (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true \
 	"$dir/node_modules/.bin/redocly" lint --config "$dir/redocly.yaml" "$doc"

@@ -77,6 +77,10 @@ func startServe(t *testing.T, extra ...string) (addr string, client *http.Client
 			return nil
 		}
 		stopped = true
+		// An idle HTTP/2 connection holds a graceful stop for net/http's
+		// one-second GOAWAY wait; the test's own are closed first
+		// (TestServeEndToEnd keeps one open on purpose).
+		client.CloseIdleConnections()
 		cancel()
 		select {
 		case err := <-done:
@@ -133,6 +137,17 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("unknown path without a token: %d %s (WWW-Authenticate %q)", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 
+	// A client that keeps its HTTP/2 connection open does not stop the
+	// stop (stop closes only the connections of client).
+	idle := &http.Client{Transport: client.Transport.(*http.Transport).Clone()}
+	resp, err = idle.Get(base + "/livez")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("GET /livez: %s, want an HTTP/2 connection left idle", resp.Proto)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}

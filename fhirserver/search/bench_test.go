@@ -41,6 +41,17 @@ func BenchmarkExtractPatientWhole(b *testing.B) {
 	benchExtract(b, r, "patient.json")
 }
 
+// BenchmarkBuildRegistry is the one-off build from the core
+// SearchParameters; BenchmarkNewRegistry what each later registry costs.
+func BenchmarkBuildRegistry(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := buildRegistry(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkNewRegistry(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {

@@ -238,6 +238,49 @@ func TestAddCustomResourceBase(t *testing.T) {
 	}
 }
 
+// Registries start from one shared build of the core parameters: what one
+// registers or removes is invisible to the others and to later ones.
+func TestRegistriesAreIndependent(t *testing.T) {
+	newReg := func() *Registry {
+		t.Helper()
+		r, err := NewRegistry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, b := newReg(), newReg()
+	tag := profiles.SearchParameter{URL: "http://example.org/sp/a-tag", Code: "a-tag", Base: []string{"Resource"}, Type: "token", Expression: "Resource.meta.tag"}
+	if err := a.AddCustom(tag); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Lookup("Patient", "a-tag"); ok {
+		t.Error("a parameter added to one registry is in another")
+	}
+	if _, ok := newReg().Lookup("Observation", "a-tag"); ok {
+		t.Error("a parameter added to one registry is in a later one")
+	}
+	// The other registry knows nothing of a's URL: a composite on it is
+	// refused there, and the same code under another URL is accepted.
+	composite := profiles.SearchParameter{URL: "http://example.org/sp/tag-id", Code: "tag-id", Base: []string{"Patient"}, Type: "composite", Expression: "Patient",
+		Component: []profiles.SearchParameterComponent{{Definition: tag.URL, Expression: "meta.tag"}, {Definition: "http://hl7.org/fhir/SearchParameter/Resource-id", Expression: "id"}}}
+	if err := b.AddCustom(composite); err == nil {
+		t.Error("a composite on a component registered only in another registry was accepted")
+	}
+	if err := b.AddCustom(profiles.SearchParameter{URL: "http://example.org/sp/b-tag", Code: "a-tag", Base: []string{"Patient"}, Type: "token", Expression: "Patient.meta.tag"}); err != nil {
+		t.Errorf("the code of another registry's parameter: %v", err)
+	}
+	if !a.RemoveCustom(tag.URL) {
+		t.Fatal("RemoveCustom found nothing")
+	}
+	if p, ok := b.Lookup("Patient", "a-tag"); !ok || p.URL != "http://example.org/sp/b-tag" {
+		t.Errorf("removing from one registry changed another: %+v", p)
+	}
+	if p, ok := a.Lookup("Patient", "family"); !ok || p.Custom {
+		t.Errorf("core parameter after RemoveCustom: %+v", p)
+	}
+}
+
 func byParam(es []Entry, code string) []Entry {
 	var out []Entry
 	for _, e := range es {

@@ -178,19 +178,29 @@ func testRecordExpired(t *testing.T, h *handle) {
 	mustPutRecord(t, s, old2)
 	wantRecordNotFound(t, s, "jti", "old")
 
-	// A second of life: enough for a put and a get on a loaded CI machine
-	// under the race detector (50 ms was not).
-	soon := store.Record{Kind: "jti", ID: "soon", Version: 1, Value: []byte("y"), Expires: time.Now().Add(time.Second)}
-	mustPutRecord(t, s, soon)
-	got, err := s.GetRecord(ctx(t), "jti", "soon")
-	if time.Now().Before(soon.Expires) {
-		if err != nil {
-			t.Fatalf("GetRecord before expiry: %v", err)
+	// Live, then absent once its time has passed, with no write between.
+	// The put and the get must both land within the record's life, which
+	// on a loaded CI machine under the race detector can take more than
+	// 50 ms: the life starts at 100 ms and doubles until they do, so a
+	// quiet machine waits a tenth of a second, not a second.
+	var soon store.Record
+	for life := 100 * time.Millisecond; ; life *= 2 {
+		soon = store.Record{Kind: "jti", ID: fmt.Sprint("soon", life.Milliseconds()), Version: 1, Value: []byte("y"), Expires: time.Now().Add(life)}
+		mustPutRecord(t, s, soon)
+		got, err := s.GetRecord(ctx(t), "jti", soon.ID)
+		if time.Now().Before(soon.Expires) {
+			if err != nil {
+				t.Fatalf("GetRecord before expiry: %v", err)
+			}
+			wantRecord(t, "GetRecord before expiry", got, soon)
+			break
 		}
-		wantRecord(t, "GetRecord before expiry", got, soon)
+		if life > 5*time.Second {
+			t.Fatalf("a put and a get took more than %v", life)
+		}
 	}
 	time.Sleep(time.Until(soon.Expires) + 50*time.Millisecond)
-	wantRecordNotFound(t, s, "jti", "soon")
+	wantRecordNotFound(t, s, "jti", soon.ID)
 
 	list, err := s.ListRecords(ctx(t), "jti")
 	if err != nil {
@@ -200,7 +210,7 @@ func testRecordExpired(t *testing.T, h *handle) {
 		t.Fatalf("ListRecords of expired records: got %d records (first %s), want none", len(list), list[0].ID)
 	}
 
-	for _, id := range []string{"gone", "old", "soon"} {
+	for _, id := range []string{"gone", "old", soon.ID} {
 		wantErr(t, "update of expired "+id, s.PutRecord(ctx(t), store.Record{Kind: "jti", ID: id, Version: 2, Value: []byte("z")}), store.ErrConflict)
 		wantRecordNotFound(t, s, "jti", id)
 		fresh := store.Record{Kind: "jti", ID: id, Version: 1, Value: []byte("fresh " + id)}

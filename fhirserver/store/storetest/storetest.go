@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -51,15 +52,17 @@ type Options struct {
 	// Sequence group) use it; the suite closes the handle it returns.
 	// Without it those tests fail: every backend must provide it.
 	Reopen func(t *testing.T, s store.Store) store.Store
+	// Groups, when set, names the only groups to run ("Search",
+	// "Records", …): a backend that runs the suite again under another
+	// setting runs the groups that setting can change, not all of them.
+	// An unknown name fails the test.
+	Groups []string
 }
 
 // RunWith is Run with options.
 func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 	t.Helper()
-	groups := []struct {
-		name  string
-		tests []test
-	}{
+	groups := []group{
 		{"CRUD", crudTests},
 		{"History", historyTests},
 		{"Concurrency", concurrencyTests},
@@ -71,7 +74,15 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		{"Sequence", sequenceTests},
 		{"Rewrite", rewriteTests},
 	}
+	for _, name := range o.Groups {
+		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == name }) {
+			t.Fatalf("storetest: no group %q", name)
+		}
+	}
 	for _, g := range groups {
+		if o.Groups != nil && !slices.Contains(o.Groups, g.name) {
+			continue
+		}
 		t.Run(g.name, func(t *testing.T) {
 			for _, tc := range g.tests {
 				t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +96,12 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 			}
 		})
 	}
+}
+
+// group is a named list of subtests.
+type group struct {
+	name  string
+	tests []test
 }
 
 // test is one conformance subtest; its name says what it proves.
