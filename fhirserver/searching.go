@@ -52,6 +52,10 @@ func (s *Server) searchParams(r *http.Request) (url.Values, error) {
 	}
 	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.Limits.MaxResourceBytes)
 	if err := r.ParseForm(); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+				"the search form is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+		}
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search form: "+err.Error())
 	}
 	return r.Form, nil

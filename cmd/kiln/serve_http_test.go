@@ -275,6 +275,8 @@ func TestServeCompression(t *testing.T) {
 		{"zip bomb", "/fhir/Patient", "gzip", bomb, 413, "application/fhir+json"},
 		{"zip bomb Bundle", "/fhir", "gzip", bomb, 413, "application/fhir+json"},
 		{"zip bomb platform", "/patients", "gzip", bomb, 413, "application/json"},
+		{"zip bomb search form", "/fhir/Patient/_search", "gzip", gzipped(t, append([]byte("name="), bytes.Repeat([]byte("a"), 40<<20)...)), 413, "application/fhir+json"},
+		{"gzip search form", "/fhir/Patient/_search", "gzip", gzipped(t, []byte("family=Okafor")), 200, "application/fhir+json"},
 		{"corrupt gzip", "/fhir/Patient", "gzip", []byte("not gzip at all"), 400, "application/fhir+json"},
 		{"truncated gzip", "/fhir/Patient", "gzip", gzipped(t, []byte(testPatient))[:40], 400, "application/fhir+json"},
 		{"unknown coding (FHIR)", "/fhir/Patient", "br", []byte(testPatient), 415, "application/fhir+json"},
@@ -282,9 +284,12 @@ func TestServeCompression(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hdr["Content-Encoding"] = tc.encoding
-			if !strings.HasPrefix(tc.path, "/fhir") {
+			switch {
+			case strings.HasSuffix(tc.path, "/_search"):
+				hdr["Content-Type"] = "application/x-www-form-urlencoded"
+			case !strings.HasPrefix(tc.path, "/fhir"):
 				hdr["Content-Type"] = "application/json"
-			} else {
+			default:
 				hdr["Content-Type"] = "application/fhir+json"
 			}
 			resp, raw := do(t, client, "POST", base+tc.path, hdr, tc.body)
