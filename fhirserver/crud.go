@@ -3,6 +3,7 @@ package fhirserver
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -138,16 +139,21 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
 			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
 	}
-	reserve := limit
+	// A declared length is reserved at once; a body of unknown length
+	// (chunked, or decoded from gzip) reserves as its bytes arrive.
+	var src io.Reader = r.Body
+	var release func()
+	var err error
 	if r.ContentLength >= 0 {
-		reserve = r.ContentLength
+		release, err = s.budget.acquire(r.Context(), r.ContentLength)
+	} else {
+		src, release, err = s.budget.reader(r.Context(), r.Body)
 	}
-	release, err := s.budget.acquire(r.Context(), reserve)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}
 	defer release()
-	body, err := fhirjson.ReadBody(r.Body, limit, r.ContentLength)
+	body, err := fhirjson.ReadBody(src, limit, r.ContentLength)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}

@@ -289,6 +289,10 @@ func (r *Recorder) run() {
 	}
 }
 
+// conflictsWorthAWarning: a batch that conflicted this many times in a row
+// is reported, once.
+const conflictsWorthAWarning = 8
+
 // pendingWrite is one event being written and its record.
 type pendingWrite struct {
 	elements []byte // Event.elements
@@ -318,6 +322,7 @@ func (r *Recorder) writeBatch() bool {
 
 	r.build(batch)
 	delay := r.opts.RetryMin
+	conflicts := 0
 	for len(batch) > 0 {
 		k, err := r.commit(batch)
 		if k > 0 {
@@ -337,7 +342,13 @@ func (r *Recorder) writeBatch() bool {
 		// Anything else is a failure worth a warning and a back-off.
 		conflict := errors.Is(err, store.ErrConflict)
 		if conflict {
+			conflicts++
 			r.log.Debug("audit: another writer appended first; re-chaining", "pending", len(batch))
+			if conflicts == conflictsWorthAWarning {
+				// Other writers do not win this often; a log that reports
+				// conflicts without a new tail (a stale read?) might.
+				r.log.Warn("audit: appends keep conflicting; events kept for retry", "pending", len(batch), "attempts", conflicts)
+			}
 		} else {
 			r.failed = true
 			r.log.Warn("audit: write failed; events kept for retry", "pending", len(batch), "retry_in", delay, "error", err)
@@ -400,23 +411,38 @@ func (r *Recorder) commit(batch []pendingWrite) (k int, err error) {
 	return len(batch), nil
 }
 
-// resync reads the log's tail after a failed write. If it is one of
-// batch's records, those up to it were written after all (k of them).
-// Otherwise, unless it is the tail the batch was built on, the rest of the
-// batch is rebuilt on it. conflict: the write failed because another
-// writer appended, so a moved tail is no surprise.
+// resync looks at the log after a failed write. The first k of batch's
+// records found stored were written after all. When none was, unless the
+// tail is the one the batch was built on, the batch is rebuilt on it.
+// conflict: the write failed because another writer appended, so a moved
+// tail is no surprise.
 func (r *Recorder) resync(batch []pendingWrite, conflict bool) (k int, err error) {
+	// The failed append may have stored a prefix of the batch (MongoDB's
+	// ordered insert stops at the first taken seq), and another writer may
+	// have appended after it: the tail alone cannot tell. Look at the seqs
+	// the batch meant to take.
+	stored, err := r.dst.Newest(r.ctx, batch[len(batch)-1].c.Seq+1, len(batch))
+	if err != nil {
+		return 0, err
+	}
+	hashes := make(map[int64]string, len(stored))
+	for _, e := range stored {
+		if rec, err := parseRecord(e.Body); err == nil && rec.Seq == e.Seq {
+			hashes[e.Seq] = rec.Hash
+		}
+	}
+	for k < len(batch) && hashes[batch[k].c.Seq] == batch[k].c.Hash {
+		k++
+	}
+	if k > 0 {
+		return k, nil // the rest, if any, is re-chained by the next attempt's resync
+	}
 	t, err := readTail(r.ctx, r.dst)
 	if err != nil {
 		return 0, err
 	}
 	if t.seq == r.tail.seq && t.hash == r.tail.hash {
 		return 0, nil
-	}
-	for i := range batch {
-		if batch[i].c.Seq == t.seq && batch[i].c.Hash == t.hash {
-			return i + 1, nil
-		}
 	}
 	if !conflict {
 		r.log.Warn("audit: the chain's tail moved (another writer?); re-chaining pending events", "pending", len(batch))

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -301,5 +302,87 @@ func TestCloseGivesUp(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "unwritten=1") {
 		t.Errorf("log lacks the lost count:\n%s", log)
+	}
+}
+
+// prefixThenForeign is a log whose first append behaves like MongoDB's
+// ordered insert racing another writer: the first two records are stored,
+// then another writer appends at the next seq, and the append fails with a
+// conflict.
+type prefixThenForeign struct {
+	Log
+	foreign func()
+	done    bool
+}
+
+func (l *prefixThenForeign) Append(ctx context.Context, entries []store.LogEntry) error {
+	if l.done || len(entries) < 3 {
+		return l.Log.Append(ctx, entries)
+	}
+	l.done = true
+	if err := l.Log.Append(ctx, entries[:2]); err != nil {
+		return err
+	}
+	l.foreign()
+	return fmt.Errorf("seq %d exists: %w", entries[2].Seq, store.ErrConflict)
+}
+
+// A batch of which a prefix was stored before another writer's record is
+// not written twice: the stored prefix counts as durable, the rest is
+// re-chained after the other writer's record, and every event is in the
+// chain exactly once.
+func TestPartialAppendBesideAnotherWriter(t *testing.T) {
+	l, _ := openLog(t)
+	ctx := context.Background()
+	w := &prefixThenForeign{Log: l}
+	w.foreign = func() {
+		other, err := NewRecorder(ctx, l, testOptions(t, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Record(ctx, sampleEvent(100)); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := testOptions(t, nil)
+	opts.FlushInterval = time.Hour // one batch, written by Flush
+	r := newRecorder(t, w, opts)
+	for i := range 5 {
+		if err := r.Record(ctx, sampleEvent(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !w.done {
+		t.Fatal("the racing append never happened")
+	}
+	rep, err := Verify(ctx, l, nil)
+	if err != nil || !rep.OK {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+	es, err := l.Newest(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, e := range es {
+		for _, id := range []string{"req-0", "req-1", "req-2", "req-3", "req-4", "req-100"} {
+			if bytes.Contains(e.Body, []byte(`"`+id+`"`)) {
+				seen[id]++
+			}
+		}
+	}
+	if len(es) != 6 || len(seen) != 6 {
+		t.Errorf("%d records, events seen %v; want each of the 6 events once", len(es), seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s recorded %d times", id, n)
+		}
 	}
 }

@@ -65,6 +65,9 @@ func ReadBody(r io.Reader, limit, declared int64) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(min(limit, mbe.Limit))
 		}
+		if _, ok := outcome.As(err); ok { // the reader's own answer (e.g. a busy server's 503)
+			return nil, err
+		}
 		return nil, outcome.New(http.StatusBadRequest, codeInvalid, "the request body could not be read: "+err.Error())
 	}
 	if n > limit {
