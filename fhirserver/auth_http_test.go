@@ -128,7 +128,7 @@ func newAuthHarness(t *testing.T, now func() time.Time) *authHarness {
 	r.Handle("/auth/login", legacyapi.Login(svc)).Methods(http.MethodPost)
 	svc.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
 	fs.Register(r, "/fhir")
-	srv.Config.Handler = httpserver.Chain(svc.Require(r), httpserver.Options{Logger: logger, MaxBody: 32 << 20, FHIRBases: []string{"/fhir"}})
+	srv.Config.Handler = httpserver.Chain(svc.Require(r), httpserver.Options{Logger: logger, MaxBody: 32 << 20, FHIRBases: []string{"/fhir"}, OAuthPaths: auth.OAuthPaths()})
 	return &authHarness{t: t, srv: srv, base: srv.URL, svc: svc, store: st, records: st, clock: clock, kid: kid, key: key}
 }
 

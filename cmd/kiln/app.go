@@ -178,7 +178,8 @@ func (a *app) routes(cfg serveConfig) http.Handler {
 		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
 	})
 	return httpserver.Chain(a.auth.Require(r), httpserver.Options{
-		Logger: a.logger, MaxBody: cfg.MaxBundleBytes + 1, CORSOrigins: cfg.CORSOrigins, FHIRBases: []string{"/fhir"},
+		Logger: a.logger, MaxBody: cfg.MaxBundleBytes + 1, CORSOrigins: cfg.CORSOrigins,
+		FHIRBases: []string{"/fhir"}, OAuthPaths: auth.OAuthPaths(),
 	})
 }
 

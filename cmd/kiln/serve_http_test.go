@@ -177,6 +177,17 @@ func TestServeCORSDefaultsAndWildcard(t *testing.T) {
 	}
 }
 
+// errorShape is what every error body of path holds.
+func errorShape(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/fhir"):
+		return `"resourceType":"OperationOutcome"`
+	case path == "/auth/token" || path == "/auth/revoke" || path == "/auth/introspect":
+		return `"error":"`
+	}
+	return `"error":{"code":"`
+}
+
 func slicesContain(values []string, want string) bool {
 	for _, v := range values {
 		for _, f := range strings.Split(v, ",") {
@@ -218,6 +229,14 @@ func TestServeHEAD(t *testing.T) {
 				t.Errorf("Content-Length: HEAD %s, GET %s (%d bytes)", cl, get.Header.Get("Content-Length"), len(getBody))
 			}
 		})
+	}
+	// With compression accepted, HEAD gets the headers of the compressed GET.
+	zip := map[string]string{"Authorization": "Bearer " + tok, "Accept-Encoding": "gzip"}
+	get, _ := do(t, client, "GET", base+"/fhir/metadata", zip, nil)
+	head, body := do(t, client, "HEAD", base+"/fhir/metadata", zip, nil)
+	if len(body) != 0 || get.Header.Get("Content-Encoding") != "gzip" || head.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("HEAD with gzip accepted: Content-Encoding %q (GET %q), %d body bytes",
+			head.Header.Get("Content-Encoding"), get.Header.Get("Content-Encoding"), len(body))
 	}
 	// HEAD needs a token like GET does.
 	if resp, _ := do(t, client, "HEAD", base+"/fhir/Patient/"+id, nil, nil); resp.StatusCode != 401 {
@@ -281,11 +300,12 @@ func TestServeCompression(t *testing.T) {
 		{"truncated gzip", "/fhir/Patient", "gzip", gzipped(t, []byte(testPatient))[:40], 400, "application/fhir+json"},
 		{"unknown coding (FHIR)", "/fhir/Patient", "br", []byte(testPatient), 415, "application/fhir+json"},
 		{"unknown coding (platform)", "/patients", "deflate", []byte(`{}`), 415, "application/json"},
+		{"unknown coding (OAuth)", "/auth/token", "br", []byte(`grant_type=client_credentials`), 415, "application/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hdr["Content-Encoding"] = tc.encoding
 			switch {
-			case strings.HasSuffix(tc.path, "/_search"):
+			case strings.HasSuffix(tc.path, "/_search") || strings.HasPrefix(tc.path, "/auth/token"):
 				hdr["Content-Type"] = "application/x-www-form-urlencoded"
 			case !strings.HasPrefix(tc.path, "/fhir"):
 				hdr["Content-Type"] = "application/json"
@@ -295,6 +315,10 @@ func TestServeCompression(t *testing.T) {
 			resp, raw := do(t, client, "POST", base+tc.path, hdr, tc.body)
 			if resp.StatusCode != tc.want || !strings.HasPrefix(resp.Header.Get("Content-Type"), tc.ctype) {
 				t.Errorf("%d %q %.300s", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
+			}
+			// Each API answers in its own error shape, the middleware's answers too.
+			if shape := errorShape(tc.path); resp.StatusCode >= 400 && !strings.Contains(string(raw), shape) {
+				t.Errorf("error body %.300s lacks %s", raw, shape)
 			}
 		})
 	}

@@ -96,12 +96,23 @@ func ClientIP(r *http.Request) string {
 	return host
 }
 
+// The OAuth endpoints, whose errors have the RFC 6749 body.
+const (
+	pathToken      = "/auth/token"
+	pathRevoke     = "/auth/revoke"
+	pathIntrospect = "/auth/introspect"
+)
+
+// OAuthPaths are the paths of the OAuth endpoints: every error they
+// answer, the middleware's included, has the RFC 6749 body.
+func OAuthPaths() []string { return []string{pathToken, pathRevoke, pathIntrospect} }
+
 // Routes registers the OAuth2/OIDC endpoints through handle (a router's
 // method-and-path registration).
 func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
-	handle(http.MethodPost, "/auth/token", s.limitedOAuth(http.HandlerFunc(s.token)))
-	handle(http.MethodPost, "/auth/revoke", s.limitedOAuth(http.HandlerFunc(s.revoke)))
-	handle(http.MethodPost, "/auth/introspect", s.limitedOAuth(http.HandlerFunc(s.introspect)))
+	for path, h := range map[string]http.HandlerFunc{pathToken: s.token, pathRevoke: s.revoke, pathIntrospect: s.introspect} {
+		handle(http.MethodPost, path, s.limitedOAuth(h))
+	}
 	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
 	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
 	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
@@ -462,9 +473,9 @@ type Endpoints struct {
 // EndpointsOf gives the endpoints of the issuer at base URL iss.
 func EndpointsOf(iss string) Endpoints {
 	return Endpoints{
-		Token:      iss + "/auth/token",
-		Revoke:     iss + "/auth/revoke",
-		Introspect: iss + "/auth/introspect",
+		Token:      iss + pathToken,
+		Revoke:     iss + pathRevoke,
+		Introspect: iss + pathIntrospect,
 		JWKS:       iss + "/.well-known/jwks.json",
 	}
 }

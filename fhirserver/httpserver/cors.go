@@ -12,7 +12,7 @@ import (
 var (
 	corsAllowMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 	corsAllowHeaders = strings.Join([]string{
-		"Authorization", "Content-Type", "Accept", "Prefer", "If-Match", "If-None-Exist",
+		"Authorization", "Content-Type", "Content-Encoding", "Accept", "Prefer", "If-Match", "If-None-Exist",
 		"If-None-Match", "If-Modified-Since", "Idempotency-Key", "X-Request-Id",
 	}, ", ")
 	corsExposeHeaders = strings.Join([]string{
@@ -46,8 +46,10 @@ func ParseOrigins(s string) (Origins, error) {
 			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return Origins{}, fmt.Errorf("CORS origin %q: want scheme://host[:port] without a path, or *", f)
 		}
-		// Browsers send the origin in lower case.
-		o.list[strings.ToLower(f)] = true
+		// Browsers send the origin in lower case, without a default port.
+		origin := strings.ToLower(u.Scheme + "://" + u.Host)
+		origin = strings.TrimSuffix(origin, map[string]string{"https": ":443", "http": ":80"}[u.Scheme])
+		o.list[origin] = true
 	}
 	return o, nil
 }

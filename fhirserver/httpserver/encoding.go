@@ -18,9 +18,9 @@ const compressMinSize = 1024
 // zstd, as the request's Accept-Encoding allows. gzhttp adds
 // Vary: Accept-Encoding and leaves weak ETags (all of FHIR's) as they
 // are: a weak validator survives a change of content coding. gzip runs at
-// its fastest level: on a search page of 50 Observations it cost about
-// nothing over the plain answer where the default level added ~30 % CPU,
-// for 2 % more bytes (BenchmarkSearchPageEncoding).
+// its fastest level: on a search page of 50 Observations it added ~11 %
+// CPU where the default level added ~30 %, for 2 % more bytes
+// (BenchmarkSearchPageEncoding, docs/benchmarks.md).
 func compress(next http.Handler) http.Handler {
 	wrap, err := gzhttp.NewWrapper(gzhttp.MinSize(compressMinSize), gzhttp.CompressionLevel(gzip.BestSpeed))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,16 +99,16 @@ type Options struct {
 	// CORSOrigins may call from a browser (none by default).
 	CORSOrigins Origins
 	// FHIRBases are the path prefixes of FHIR APIs (e.g. "/fhir"): errors
-	// the chain itself answers there are OperationOutcomes, elsewhere the
-	// platform's JSON error body.
-	FHIRBases []string
+	// the chain itself answers there are OperationOutcomes. OAuthPaths are
+	// the OAuth endpoints, whose clients read the RFC 6749 error body.
+	// Elsewhere errors have the platform's JSON error body.
+	FHIRBases, OAuthPaths []string
 }
 
 // Chain wraps h with the middleware every route gets, outermost first:
 // request id, security headers, access log, CORS (preflights are answered
-// here, before authentication), response compression, panic recovery,
-// deadline, trailing slash, HEAD as GET, request-body decoding, body
-// limit. Authentication and scope enforcement are not here: the FHIR
+// here, before authentication), HEAD as GET, response compression, panic
+// recovery, deadline, trailing slash, request-body decoding, body limit. Authentication and scope enforcement are not here: the FHIR
 // service's single authorization point checks each interaction (see
 // fhirserver.Authorizer), because one HTTP request (a Bundle) can hold many.
 // Panics become the platform's JSON error; the FHIR API recovers its own
@@ -116,13 +117,15 @@ func Chain(h http.Handler, o Options) http.Handler {
 	refuse := o.refuse
 	h = limitBody(h, o.MaxBody)
 	h = decodeBody(h, o.MaxBody, refuse)
-	h = headAsGet(h)
 	h = trimTrailingSlash(h)
 	h = deadline(h)
 	h = Recover(o.Logger, func(w http.ResponseWriter, r *http.Request) {
 		refuse(w, r, http.StatusInternalServerError, "internal", "internal server error")
 	})(h)
 	h = compress(h)
+	// Before compression: gzhttp leaves HEAD alone, and a HEAD must get
+	// the headers its GET would (Content-Encoding included).
+	h = headAsGet(h)
 	h = cors(h, o.CORSOrigins, refuse)
 	h = accessLog(h, o.Logger)
 	h = securityHeaders(h)
@@ -132,15 +135,36 @@ func Chain(h http.Handler, o Options) http.Handler {
 // refuse answers an error the chain itself finds, in the error shape of
 // the API the path belongs to.
 func (o Options) refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	p := strings.TrimSuffix(r.URL.Path, "/") // the chain may answer before the slash is trimmed
 	for _, base := range o.FHIRBases {
-		if p := r.URL.Path; p == base || strings.HasPrefix(p, base+"/") {
+		if p == base || strings.HasPrefix(p, base+"/") {
 			w.Header().Set("Content-Type", "application/fhir+json")
 			w.WriteHeader(status)
 			_, _ = w.Write(outcome.New(status, fhirIssueCode(status), message).Resource())
 			return
 		}
 	}
+	if slices.Contains(o.OAuthPaths, p) {
+		body, _ := json.Marshal(map[string]string{"error": oauthErrorCode(status), "error_description": message})
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
+	}
 	WriteError(w, status, code, message)
+}
+
+// oauthErrorCode is the RFC 6749 §5.2 error code of the statuses the
+// chain answers.
+func oauthErrorCode(status int) string {
+	switch status {
+	case http.StatusForbidden:
+		return "access_denied"
+	case http.StatusInternalServerError:
+		return "server_error"
+	}
+	return "invalid_request"
 }
 
 // fhirIssueCode is the OperationOutcome issue code of the statuses the

@@ -29,8 +29,8 @@ func trimTrailingSlash(next http.Handler) http.Handler {
 // headAsGet serves HEAD as GET on every route (RFC 9110 §9.3.2: the same
 // answer without its content). The server discards the body of a HEAD
 // response by itself: net/http's ResponseWriter knows the request was a
-// HEAD whatever the handlers are told, and still sends the Content-Length
-// the body would have had.
+// HEAD whatever the handlers are told. Content-Length is sent where the
+// handler sets it (every FHIR answer) or the body fits net/http's buffer.
 func headAsGet(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodHead {
