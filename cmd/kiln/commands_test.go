@@ -281,8 +281,9 @@ func TestFirstStartBannerCommands(t *testing.T) {
 		email, password string // from the environment, when set
 	}{
 		{name: "generated password"},
-		// Quotes, a $ and spaces: what shell quoting must survive.
-		{name: "from the environment", email: "o'brien@example.org", password: "it's a $HOME long pass"},
+		// Quotes, a $, a backslash and spaces: what shell quoting and the
+		// JSON built in the shell must survive.
+		{name: "from the environment", email: "o'brien@example.org", password: `it's a "$HOME" \ long pass`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.password != "" {

@@ -186,23 +186,31 @@ func maintain(ctx context.Context, a *app, cfg serveConfig, logger *slog.Logger)
 func printFirstAdmin(out io.Writer, cfg serveConfig, certFile, email, password string) {
 	shown := password
 	emailJSON, _ := json.Marshal(email)
-	body := shellQuote(`{"email":` + string(emailJSON) + `,"password":`)
+	// The body: printed whole, or, for a password given in the environment
+	// (never printed), built by the shell from the variable, escaped for
+	// JSON ('"' and '\').
+	body := "-d " + shellQuote(`{"email":`+string(emailJSON)+`,"password":`+jsonString(password)+`}`)
+	pre := ""
 	if password == "" {
-		shown = "(from KILN_ADMIN_PASSWORD)"
-		body += `'"'"$KILN_ADMIN_PASSWORD"'"}'`
-	} else {
-		pw, _ := json.Marshal(password)
-		body = shellQuote(`{"email":` + string(emailJSON) + `,"password":` + string(pw) + `}`)
+		shown = "(from KILN_ADMIN_PASSWORD: set it in the shell you paste into, e.g. read -rs KILN_ADMIN_PASSWORD)"
+		pre = "printf '{\"email\":%s,\"password\":\"%s\"}' " + shellQuote(string(emailJSON)) +
+			` "$(printf '%s' "$KILN_ADMIN_PASSWORD" | sed 's/[\\"]/\\&/g')" | `
+		body = "--data-binary @-"
 	}
 	cert, base := shellQuote(pastable(certFile)), cfg.BaseURL
 	fmt.Fprintf(out, `First start: created the administrator account (shown only this once)
   email:       %s
   password:    %s
-  Log in:      LOGIN=$(curl -sS --cacert %s -X POST %s -H 'Content-Type: application/json' -d %s); echo "$LOGIN"
+  Log in:      LOGIN=$(%scurl -sS --cacert %s -X POST %s -H 'Content-Type: application/json' %s); echo "$LOGIN"
   Keep token:  TOKEN=$(printf '%%s' "$LOGIN" | sed -n 's/.*"access_token":"\([^"]*\)".*/\1/p')
   Use it:      curl -sS --cacert %s -H "Authorization: Bearer $TOKEN" %s
 
-`, email, shown, cert, shellQuote(base+"/auth/login"), body, cert, shellQuote(base+"/fhir/Patient"))
+`, email, shown, pre, cert, shellQuote(base+"/auth/login"), body, cert, shellQuote(base+"/fhir/Patient"))
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // shellQuote quotes s for a POSIX shell as one word: as it is when it
