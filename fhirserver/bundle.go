@@ -113,9 +113,16 @@ func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
 }
 
 // entryURL is an entry's request url relative to the base, without a
-// leading slash ("Patient/1", "Patient?identifier=…").
+// leading slash ("Patient/1", "Patient?identifier=…"), and without a
+// trailing one: "Patient/" means "Patient", as on the REST API.
 func (s *Server) entryURL(e *entryIn) string {
-	return strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL), "/")
+	u := strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL), "/")
+	path, query, hasQuery := strings.Cut(u, "?")
+	path = strings.TrimSuffix(path, "/")
+	if hasQuery {
+		return path + "?" + query
+	}
+	return path
 }
 
 // dispatch runs one entry through the router and records the answer.

@@ -745,3 +745,27 @@ func TestBatchSystemSearchEntry(t *testing.T) {
 		t.Errorf("the system search did not find Patient/%s: %s", id, r.body)
 	}
 }
+
+// An entry's request url with a trailing slash means the same as without,
+// as on the REST API: in a batch (searches, metadata) and a transaction.
+func TestBundleEntryTrailingSlash(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(t, "Patient", patientWith("slash-entry", "Slash"))
+	r := h.do("POST", "", bundleOf("batch",
+		`{"request":{"method":"GET","url":"Patient/?identifier=`+testSystem+`|slash-entry"}},`+
+			`{"request":{"method":"GET","url":"metadata/"}},`+
+			`{"request":{"method":"GET","url":"Patient/`+id+`/"}}`))
+	if r.status != http.StatusOK {
+		t.Fatalf("batch: %d %s", r.status, r.body)
+	}
+	for i, e := range r.json(t)["entry"].([]any) {
+		if status := e.(map[string]any)["response"].(map[string]any)["status"].(string); !strings.HasPrefix(status, "200") {
+			t.Errorf("batch entry %d: %s", i, status)
+		}
+	}
+	r = h.do("POST", "", bundleOf("transaction",
+		`{"fullUrl":"urn:uuid:3a9d2c1b-0000-4000-8000-0000000000aa","resource":`+string(patientWith("slash-tx", "Slash"))+`,"request":{"method":"POST","url":"Patient/"}}`))
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"status":"201`) {
+		t.Errorf("transaction with Patient/: %d %s", r.status, r.body)
+	}
+}

@@ -51,6 +51,7 @@ type capRest struct {
 // them besides .well-known/smart-configuration.
 type capSecurity struct {
 	Extension   []capExtension       `json:"extension,omitempty"`
+	CORS        bool                 `json:"cors,omitempty"`
 	Service     []capCodeableConcept `json:"service"`
 	Description string               `json:"description,omitempty"`
 }
@@ -74,9 +75,11 @@ type capCoding struct {
 }
 
 // OAuthURIs are the endpoints of the OAuth 2.0 authorization server that
-// guards the API ("" leaves one out).
+// guards the API ("" leaves one out). CORS: browser apps of some origins
+// may call the API (rest.security.cors).
 type OAuthURIs struct {
 	Authorize, Token, Revoke, Introspect string
+	CORS                                 bool
 }
 
 const oauthURIsExtension = "http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris"
@@ -96,6 +99,7 @@ func (u OAuthURIs) security() *capSecurity {
 		return nil
 	}
 	return &capSecurity{
+		CORS:      u.CORS,
 		Extension: []capExtension{{URL: oauthURIsExtension, Extension: ext}},
 		Service: []capCodeableConcept{{Coding: []capCoding{{
 			System: "http://terminology.hl7.org/CodeSystem/restful-security-service", Code: "SMART-on-FHIR", Display: "SMART-on-FHIR",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,16 +172,37 @@ func (a *app) routes(cfg serveConfig) http.Handler {
 	}
 	a.auth.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
 	a.fhir.Register(r, "/fhir")
-	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no endpoint at "+r.URL.Path)
-	})
-	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpserver.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
-	})
-	return httpserver.Chain(a.auth.Require(r), httpserver.Options{
+	opts := httpserver.Options{
 		Logger: a.logger, MaxBody: cfg.MaxBundleBytes + 1, CORSOrigins: cfg.CORSOrigins,
 		FHIRBases: []string{"/fhir"}, OAuthPaths: auth.OAuthPaths(),
+	}
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		opts.Error(w, req, http.StatusNotFound, "not_found", "no endpoint at "+req.URL.Path)
 	})
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		allow := allowedMethods(r, req)
+		w.Header().Set("Allow", allow)
+		opts.Error(w, req, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+req.URL.Path+"; allowed: "+allow)
+	})
+	return httpserver.Chain(a.auth.Require(r), opts)
+}
+
+// allowedMethods lists the methods router has a route for at req's path,
+// for the Allow header of a 405 (RFC 9110 §15.5.6); HEAD goes with GET.
+func allowedMethods(router *mux.Router, req *http.Request) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := req.Clone(req.Context())
+		probe.Method = m
+		if m == http.MethodHead {
+			probe.Method = http.MethodGet
+		}
+		var match mux.RouteMatch
+		if router.Match(probe, &match) && match.MatchErr == nil {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // adminToken is a token with every scope and the admin role, for the

@@ -89,9 +89,9 @@ func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
 }
 
 // oauthURIs are the issuer's endpoints the CapabilityStatement declares.
-func oauthURIs(base string) fhirserver.OAuthURIs {
-	e := auth.EndpointsOf(base)
-	return fhirserver.OAuthURIs{Token: e.Token, Revoke: e.Revoke, Introspect: e.Introspect}
+func oauthURIs(cfg serveConfig) fhirserver.OAuthURIs {
+	e := auth.EndpointsOf(cfg.BaseURL)
+	return fhirserver.OAuthURIs{Token: e.Token, Revoke: e.Revoke, Introspect: e.Introspect, CORS: !cfg.CORSOrigins.None()}
 }
 
 // newFHIRServer builds the FHIR service of a data folder's store.
@@ -113,7 +113,7 @@ func newFHIRServer(cfg serveConfig, st store.Store, validation fhirserver.Valida
 			MaxBundleBytes:   cfg.MaxBundleBytes,
 			MaxDepth:         fhirjson.DefaultLimits().MaxDepth,
 		},
-		OAuth:   oauthURIs(cfg.BaseURL),
+		OAuth:   oauthURIs(cfg),
 		Version: version,
 		Logger:  logger,
 	}, st)

@@ -146,6 +146,11 @@ func TestServeCORS(t *testing.T) {
 	if resp.StatusCode != 201 || resp.Header.Get("Access-Control-Allow-Origin") != "http://localhost:3000" {
 		t.Fatalf("create from an allowed origin: %d ACAO %q %.200s", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), raw)
 	}
+	resp, raw = do(t, client, "GET", base+"/fhir/metadata", nil, nil)
+	if !strings.Contains(string(raw), `"cors":true`) {
+		t.Errorf("the CapabilityStatement does not say security.cors: %d", resp.StatusCode)
+	}
+	resp, raw = do(t, client, "POST", base+"/fhir/Patient", hdr, []byte(testPatient))
 	expose := resp.Header.Get("Access-Control-Expose-Headers")
 	for _, want := range []string{"Location", "ETag", "Content-Location", "Last-Modified", "X-Request-Id"} {
 		if !strings.Contains(expose, want) {
@@ -337,6 +342,7 @@ func TestServeCapabilityStatementSecurity(t *testing.T) {
 		PatchFormat []string `json:"patchFormat"`
 		Rest        []struct {
 			Security struct {
+				CORS      bool `json:"cors"`
 				Extension []struct {
 					URL       string `json:"url"`
 					Extension []struct {
@@ -372,6 +378,9 @@ func TestServeCapabilityStatementSecurity(t *testing.T) {
 			t.Errorf("oauth-uris %s = %q, want %q", name, uris[name], base+path)
 		}
 	}
+	if rest.Security.CORS {
+		t.Error("security.cors is true without --cors-origins")
+	}
 	if !slicesContain(cs.PatchFormat, "application/json-patch+json") || !slicesContain(cs.PatchFormat, "application/fhir+json") {
 		t.Errorf("patchFormat %q", cs.PatchFormat)
 	}
@@ -382,6 +391,26 @@ func TestServeCapabilityStatementSecurity(t *testing.T) {
 	for _, want := range []string{"_id", "_lastUpdated", "_tag", "_profile", "_security", "_source"} {
 		if !names[want] {
 			t.Errorf("system searchParam lacks %s: %v", want, names)
+		}
+	}
+}
+
+// A 405 names the methods the path takes, on platform paths as on FHIR's.
+func TestServeMethodNotAllowedSaysWhatIs(t *testing.T) {
+	addr, client, out, _ := startServe(t)
+	base := "https://" + addr
+	tok := adminLogin(t, client, base, out.String())
+	auth := map[string]string{"Authorization": "Bearer " + tok}
+	for path, want := range map[string]string{
+		"/patients":              "POST",
+		"/patients/PT-1":         "GET, HEAD, DELETE",
+		"/auth/token":            "POST",
+		"/openapi.json":          "GET, HEAD",
+		"/.well-known/jwks.json": "GET, HEAD",
+	} {
+		resp, raw := do(t, client, "PUT", base+path, auth, []byte("{}"))
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != want || !strings.Contains(string(raw), errorShape(path)) {
+			t.Errorf("PUT %s: %d Allow %q, want %q; %.200s", path, resp.StatusCode, resp.Header.Get("Allow"), want, raw)
 		}
 	}
 }

@@ -35,6 +35,8 @@ func TestParseOrigins(t *testing.T) {
 		{"a.example", false, "", false, false},
 		{"https://user@a.example", false, "", false, false},
 		{"https://a.example?x=1", false, "", false, false},
+		{"https://bücher.example", false, "", false, false},
+		{"https://xn--bcher-kva.example", true, "https://xn--bcher-kva.example", true, true},
 	} {
 		o, err := ParseOrigins(tc.in)
 		if (err == nil) != tc.ok {

@@ -17,6 +17,7 @@ var (
 	}, ", ")
 	corsExposeHeaders = strings.Join([]string{
 		"Location", "ETag", "Content-Location", "Last-Modified", "X-Request-Id", "Retry-After", "WWW-Authenticate",
+		"Idempotent-Replayed",
 	}, ", ")
 )
 
@@ -42,6 +43,9 @@ func ParseOrigins(s string) (Origins, error) {
 			continue
 		}
 		u, err := url.Parse(f)
+		if !isASCII(f) {
+			return Origins{}, fmt.Errorf("CORS origin %q: write an internationalized host name in its ASCII (punycode) form, as browsers send it", f)
+		}
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
 			u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return Origins{}, fmt.Errorf("CORS origin %q: want scheme://host[:port] without a path, or *", f)
@@ -52,6 +56,15 @@ func ParseOrigins(s string) (Origins, error) {
 		o.list[origin] = true
 	}
 	return o, nil
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // None reports whether no origin is allowed.

@@ -114,7 +114,7 @@ type Options struct {
 // Panics become the platform's JSON error; the FHIR API recovers its own
 // (see Recover) to answer with an OperationOutcome.
 func Chain(h http.Handler, o Options) http.Handler {
-	refuse := o.refuse
+	refuse := o.Error
 	h = limitBody(h, o.MaxBody)
 	h = decodeBody(h, o.MaxBody, refuse)
 	h = trimTrailingSlash(h)
@@ -132,9 +132,10 @@ func Chain(h http.Handler, o Options) http.Handler {
 	return requestID(h)
 }
 
-// refuse answers an error the chain itself finds, in the error shape of
+// Error answers an error found outside the APIs' own handlers (by the
+// chain, or by the router: no route, wrong method) in the error shape of
 // the API the path belongs to.
-func (o Options) refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+func (o Options) Error(w http.ResponseWriter, r *http.Request, status int, code, message string) {
 	p := strings.TrimSuffix(r.URL.Path, "/") // the chain may answer before the slash is trimmed
 	for _, base := range o.FHIRBases {
 		if p == base || strings.HasPrefix(p, base+"/") {
