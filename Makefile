@@ -8,7 +8,8 @@ SHARED   ?= ../shared
 # Every go command here builds with -trimpath, as `make build` does: the flag
 # is part of the build cache's key, so a target without it (go vet, go run,
 # the tests) would compile the standard library and every dependency again.
-export GOFLAGS += -trimpath
+# (go env -w GOFLAGS settings are kept: the environment would override them.)
+export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath)
 
 .PHONY: build run test test-race test-mongo test-clients bench definitions lint fuzz conformance clean
 

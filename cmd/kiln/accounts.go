@@ -119,11 +119,23 @@ func readPassword(r io.Reader) (string, error) {
 func runClient(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	cmdName := "admin client " + sub
 	fs, data := accountFlags("kiln "+cmdName, stderr)
-	name := fs.String("name", "", "the client's name")
-	scopes := fs.String("scopes", "", "space-separated scopes the client may ask for")
-	jwksFile := fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
-	id := fs.String("id", "", "the client id")
-	introspect := fs.Bool("introspect", false, "a resource server: it may introspect any token at /auth/introspect")
+	// Each sub-command has only the flags it reads.
+	name, scopes, jwksFile, id := new(string), new(string), new(string), new(string)
+	introspect, off := new(bool), new(bool)
+	switch sub {
+	case "add":
+		name = fs.String("name", "", "the client's name")
+		scopes = fs.String("scopes", "", "space-separated scopes the client may ask for")
+		jwksFile = fs.String("jwks", "", "a JWK Set file of the client's public keys (enables private_key_jwt)")
+		introspect = fs.Bool("introspect", false, "a resource server: it may introspect any token at /auth/introspect")
+	case "keys":
+		jwksFile = fs.String("jwks", "", "a JWK Set file of the client's new public keys")
+	case "introspect":
+		off = fs.Bool("off", false, "no longer a resource server")
+	}
+	if sub != "add" && sub != "list" {
+		id = fs.String("id", "", "the client id")
+	}
 	a, err := openParsed(ctx, fs, args, data, stderr)
 	if err != nil {
 		return err
@@ -173,6 +185,16 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		}
 		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
 		fmt.Fprintf(stdout, "registered the keys of %s; they are accepted for %s\n", *id, clients.SecretLifetime)
+		return nil
+	case "introspect":
+		if *id == "" {
+			return usageError(stderr, synopsis(cmdName))
+		}
+		if err := clients.SetIntrospect(ctx, *id, !*off); err != nil {
+			return err
+		}
+		a.auth.Record(ctx, auth.Event{Action: "client-introspect", Subject: "client/" + *id, Success: true})
+		fmt.Fprintf(stdout, "%s may introspect any token: %v\n", *id, !*off)
 		return nil
 	case "list":
 		list, err := clients.List(ctx)

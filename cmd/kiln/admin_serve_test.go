@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -59,6 +60,21 @@ func TestAdminBesideServerKeepsTheAuditChain(t *testing.T) {
 		if strings.Contains(logs, `"level":"WARN"`) || strings.Contains(logs, "audit:") {
 			t.Errorf("the %s logged about the audit chain:\n%s", name, logs)
 		}
+	}
+	// Every event of both writers is in the chain once: the 4 clients
+	// issued, and one search per request (a last request may have been
+	// answered after the count stopped).
+	issued, searches := 0, 0
+	for _, body := range auditBodies(t, data) {
+		switch {
+		case bytes.Contains(body, []byte(`"code":"client-issue"`)):
+			issued++
+		case bytes.Contains(body, []byte(`"code":"search"`)):
+			searches++
+		}
+	}
+	if issued != 4 || searches < requests || searches > requests+1 {
+		t.Errorf("%d client-issue and %d search records; want 4 and %d", issued, searches, requests)
 	}
 	var verify bytes.Buffer
 	if err := run(context.Background(), []string{"admin", "audit", "verify", "--data", data}, nil, &verify, &verify); err != nil ||
@@ -120,5 +136,22 @@ func TestAdminClientIntrospectFlag(t *testing.T) {
 	if err := run(context.Background(), []string{"admin", "client", "list", "--data", data}, nil, &list, &list); err != nil ||
 		!regexp.MustCompile(rsID+`\s+resource-server\s+1\s+true`).MatchString(list.String()) {
 		t.Errorf("client list: %v\n%s", err, list.String())
+	}
+	// The right can be given and taken back later.
+	for _, args := range [][]string{{"--id", plainID}, {"--id", rsID, "--off"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), append([]string{"admin", "client", "introspect", "--data", data}, args...), nil, &out, &out); err != nil {
+			t.Fatalf("client introspect %v: %v\n%s", args, err, out.String())
+		}
+	}
+	if got := form(plainID, plainSecret, "introspect token="+tok); got["active"] != true {
+		t.Errorf("a client made a resource server later: %v", got)
+	}
+	if got := form(rsID, rsSecret, "introspect token="+tok); len(got) != 1 || got["active"] != false {
+		t.Errorf("a resource server whose right was taken back: %v", got)
+	}
+	// A sub-command has only its own flags.
+	if err := run(context.Background(), []string{"admin", "client", "rotate", "--data", data, "--id", rsID, "--introspect"}, nil, io.Discard, io.Discard); err == nil {
+		t.Error("client rotate accepted --introspect")
 	}
 }

@@ -52,7 +52,7 @@ func authEvent(e auth.Event) audit.Event {
 		"login": audit.SubtypeLogin, "token": audit.SubtypeToken, "refresh": audit.SubtypeToken,
 		"logout": audit.SubtypeLogout, "revoke": audit.SubtypeRevoke, "introspect": audit.SubtypeIntrospect, "bearer": audit.SubtypeToken,
 		"client-issue": audit.SubtypeClientIssue, "client-rotate": audit.SubtypeClientRotate, "client-expire": audit.SubtypeClientExpire,
-		"password-reset": audit.SubtypePasswordReset,
+		"password-reset": audit.SubtypePasswordReset, "client-introspect": audit.SubtypeClientIntrospect,
 	}[e.Action]
 	if sub.IsZero() {
 		sub = audit.SubtypeToken

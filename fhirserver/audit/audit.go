@@ -107,6 +107,9 @@ var (
 	SubtypeClientIssue  = authSubtype("client-issue", "Client credential issued")
 	SubtypeClientRotate = authSubtype("client-rotate", "Client credential rotated")
 	SubtypeClientExpire = authSubtype("client-expire", "Client credential expired")
+	// SubtypeClientIntrospect: a client became a resource server (or
+	// stopped being one), allowed to introspect any token.
+	SubtypeClientIntrospect = authSubtype("client-introspect", "Client introspection right changed")
 	// SubtypePasswordReset: an administrator reset a user's password
 	// (kiln admin user password).
 	SubtypePasswordReset = authSubtype("password-reset", "User password reset")
@@ -256,7 +259,7 @@ func actionOf(sub Code) Action {
 		return ActionCreate
 	case "read", "vread", "history", "capabilities":
 		return ActionRead
-	case "update", "patch", "client-rotate", "password-reset":
+	case "update", "patch", "client-rotate", "client-introspect", "password-reset":
 		return ActionUpdate
 	case "delete", "client-expire":
 		return ActionDelete

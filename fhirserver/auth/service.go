@@ -35,7 +35,7 @@ type Service struct {
 // Event is an authentication event for the audit trail: never a secret,
 // a password or a token, and a subject id rather than an email.
 type Event struct {
-	Action  string // login, token, refresh, logout, revoke, introspect, bearer, client-issue, client-rotate, client-expire
+	Action  string // login, token, refresh, logout, revoke, introspect, bearer, client-issue, client-rotate, client-expire, client-introspect, password-reset
 	Subject string // user/<id>, client/<id>, or "" when unknown
 	IP      string
 	Success bool
