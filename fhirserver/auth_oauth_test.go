@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -683,5 +684,35 @@ func TestDiscoveryAuthMethods(t *testing.T) {
 				t.Errorf("%s %s: %s", path, k, got)
 			}
 		}
+	}
+}
+
+// TestBearerChallengeWithoutToken: RFC 6750 §3.1. A request with no
+// bearer token (no Authorization, or another scheme) gets the bare
+// challenge Bearer realm="kiln", with no error code; a bad token gets
+// error="invalid_token". Both are 401, an OperationOutcome under /fhir.
+func TestBearerChallengeWithoutToken(t *testing.T) {
+	h := newAuthHarness(t, nil)
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/fhir/Patient"}, {http.MethodGet, "/fhir/Patient/x"}, {http.MethodPost, "/auth/logout"}, {http.MethodGet, "/nowhere"},
+	} {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			for name, headers := range map[string][]string{
+				"no Authorization": nil,
+				"Basic":            {"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
+				"another scheme":   {"Authorization", "Negotiate abc"},
+			} {
+				r := h.do(c.method, c.path, "", nil, headers...)
+				if wa := r.header.Get("WWW-Authenticate"); r.status != http.StatusUnauthorized || wa != `Bearer realm="kiln"` {
+					t.Errorf("%s: %d, WWW-Authenticate %q, want 401 and Bearer realm=\"kiln\"", name, r.status, wa)
+				}
+				if strings.HasPrefix(c.path, "/fhir") {
+					expectOutcome(t, r, http.StatusUnauthorized, "")
+				}
+			}
+			for _, tok := range []string{"not-a-token", h.issue(auth.RoleProvider, "patients:read") + "x"} {
+				expectInvalidToken(t, h.do(c.method, c.path, tok, nil))
+			}
+		})
 	}
 }

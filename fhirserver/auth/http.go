@@ -44,7 +44,11 @@ func (s *Service) Require(next http.Handler) http.Handler {
 		}
 		raw, ok := bearer(r)
 		if !ok {
-			unauthorized(w, r, "a bearer token is required")
+			if usedBearer(r) {
+				unauthorized(w, r, "the bearer token is empty")
+			} else {
+				unauthenticated(w, r)
+			}
 			return
 		}
 		p, err := s.Authenticate(r.Context(), raw)
@@ -72,8 +76,30 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
+// usedBearer reports whether the request tried the Bearer scheme, a token
+// or not.
+func usedBearer(r *http.Request) bool {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Bearer")
+}
+
+// unauthorized answers a bearer token that was refused: the challenge
+// says invalid_token and why (RFC 6750 §3.1).
 func unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	write401(w, r, reason)
+}
+
+// unauthenticated answers a request without any bearer token (none, or
+// another scheme): RFC 6750 §3.1 says the challenge then carries no error
+// code, only the scheme and realm; the client did not know a token was
+// needed, so there is no token error to report.
+func unauthenticated(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+	write401(w, r, "a bearer token is required")
+}
+
+func write401(w http.ResponseWriter, r *http.Request, reason string) {
 	if IsFHIRPath(r.URL.Path) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -429,7 +455,7 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	p, ok := FromContext(r.Context())
 	if !ok {
-		unauthorized(w, r, "a bearer token is required")
+		unauthenticated(w, r)
 		return
 	}
 	if err := s.Tokens.Revoke(r.Context(), p.TokenID, p.Expiry); err != nil {
