@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -714,5 +715,48 @@ func TestBearerChallengeWithoutToken(t *testing.T) {
 				expectInvalidToken(t, h.do(c.method, c.path, tok, nil))
 			}
 		})
+	}
+}
+
+// TestClientAssertionKeyAlg: a registered key that declares its alg
+// (RFC 7517 §4.4) verifies assertions signed with that alg only; an
+// assertion under another alg of the same key type is 401 invalid_client.
+// A key without alg takes any of the supported ones.
+func TestClientAssertionKeyAlg(t *testing.T) {
+	h := newAuthHarness(t, nil)
+	unthrottled(h)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(alg string) *auth.Client {
+		jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "node-1", Algorithm: alg, Use: "sig"}}})
+		cl, _, err := h.svc.Clients.Add(t.Context(), "node-"+alg, "system/Observation.rs", jwks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	assertion := func(cl *auth.Client, alg jose.SignatureAlgorithm) url.Values {
+		now := h.now()
+		return withAssertion(clientCredentials(""), sign(t, key, alg, "node-1", "JWT", map[string]any{"iss": cl.ID, "sub": cl.ID,
+			"aud": h.base + "/auth/token", "exp": now.Add(4 * time.Minute).Unix(), "iat": now.Unix(), "jti": randHex(t, 12)}))
+	}
+	rs384, rs256, noAlg := register("RS384"), register("RS256"), register("")
+	for _, c := range []struct {
+		cl  *auth.Client
+		alg jose.SignatureAlgorithm
+		ok  bool
+	}{
+		{rs384, jose.RS384, true}, {rs384, jose.RS256, false},
+		{rs256, jose.RS256, true}, {rs256, jose.RS384, false},
+		{noAlg, jose.RS256, true}, {noAlg, jose.RS384, true},
+	} {
+		r := h.form("/auth/token", "", "", assertion(c.cl, c.alg))
+		if c.ok {
+			tokenResponse(t, r)
+		} else {
+			expectInvalidClient(t, r)
+		}
 	}
 }
