@@ -1,6 +1,8 @@
 package fhirserver_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -759,4 +761,192 @@ func TestClientAssertionKeyAlg(t *testing.T) {
 			expectInvalidClient(t, r)
 		}
 	}
+}
+
+// oauthErrorOf checks an RFC 6749 error answer (no-store, the JSON body)
+// and returns its description.
+func oauthErrorOf(t *testing.T, r response, status int, code string) string {
+	t.Helper()
+	var m map[string]string
+	if r.status != status || json.Unmarshal(r.body, &m) != nil || m["error"] != code {
+		t.Fatalf("%d %s, want %d with error %s", r.status, r.body, status, code)
+	}
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("Cache-Control %q on an OAuth error, want no-store", cc)
+	}
+	return m["error_description"]
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestOAuthFormBodies: the token, revocation and introspection endpoints
+// read their form as RFC 6749 and HTTP say: the media type matches in any
+// case and with parameters; an empty form is a form (the endpoint names
+// what is missing); a body over 64 KiB (sent so, or inflating from gzip)
+// is 413 and one that cannot be read (broken gzip) 400, each with the
+// RFC 6749 body and its own description, not "must be a form".
+func TestOAuthFormBodies(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	holderTok := f.clientToken(f.holder, f.holderSecret)
+	ok := map[string]url.Values{
+		"/auth/token":      clientCredentials(""),
+		"/auth/introspect": {"token": {holderTok}},
+		"/auth/revoke":     {"token": {"not-a-known-token"}},
+	}
+	missing := map[string]string{"/auth/token": "grant_type is required", "/auth/introspect": "token is required", "/auth/revoke": "token is required"}
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(f.holder.ID+":"+f.holderSecret))
+	send := func(path, contentType string, body []byte, headers ...string) response {
+		return h.do(http.MethodPost, path, "", body, append([]string{"Content-Type", contentType, "Authorization", basic}, headers...)...)
+	}
+	const form = "application/x-www-form-urlencoded"
+	for path, v := range ok {
+		t.Run(path, func(t *testing.T) {
+			for _, ct := range []string{form, "APPLICATION/X-WWW-FORM-URLENCODED", "Application/x-www-form-urlencoded; charset=utf-8", form + ` ; charset="UTF-8"`} {
+				if r := send(path, ct, []byte(v.Encode())); r.status != http.StatusOK {
+					t.Errorf("Content-Type %q: %d %s", ct, r.status, r.body)
+				}
+			}
+			if r := send(path, form, gzipped(t, []byte(v.Encode())), "Content-Encoding", "gzip"); r.status != http.StatusOK {
+				t.Errorf("a gzip-encoded form: %d %s", r.status, r.body)
+			}
+			for _, ct := range []string{"", "text/plain", form + "-not", "application/json", "multipart/form-data; boundary=x", "application/"} {
+				d := oauthErrorOf(t, send(path, ct, []byte(v.Encode())), http.StatusBadRequest, "invalid_request")
+				if !strings.Contains(d, "x-www-form-urlencoded") {
+					t.Errorf("Content-Type %q: description %q", ct, d)
+				}
+			}
+			if d := oauthErrorOf(t, send(path, form, nil), http.StatusBadRequest, "invalid_request"); d != missing[path] {
+				t.Errorf("an empty form: %q, want %q", d, missing[path])
+			}
+			big := []byte(v.Encode() + "&pad=" + strings.Repeat("a", 70<<10))
+			for name, r := range map[string]response{
+				"plain":           send(path, form, big),
+				"gzip (inflates)": send(path, form, gzipped(t, big), "Content-Encoding", "gzip"),
+			} {
+				if d := oauthErrorOf(t, r, http.StatusRequestEntityTooLarge, "invalid_request"); !strings.Contains(d, "too large") {
+					t.Errorf("an oversized form, %s: description %q", name, d)
+				}
+			}
+			if r := send(path, form, []byte(v.Encode()+"&pad="+strings.Repeat("a", 60<<10))); r.status != http.StatusOK {
+				t.Errorf("a 60 KiB form: %d %s", r.status, r.body)
+			}
+			whole := gzipped(t, []byte(v.Encode()))
+			for name, body := range map[string][]byte{"not gzip": []byte(v.Encode()), "truncated gzip": whole[:len(whole)-6]} {
+				if d := oauthErrorOf(t, send(path, form, body, "Content-Encoding", "gzip"), http.StatusBadRequest, "invalid_request"); d != "the body could not be read" {
+					t.Errorf("%s: description %q", name, d)
+				}
+			}
+			if d := oauthErrorOf(t, send(path, form, []byte("token=%zz&grant_type=x")), http.StatusBadRequest, "invalid_request"); !strings.Contains(d, "form") {
+				t.Errorf("a malformed form: description %q", d)
+			}
+		})
+	}
+}
+
+// TestOAuthRepeatedParameters: RFC 6749 §3.1 and §3.2, parameters must
+// not be included more than once. Each OAuth parameter given twice (even
+// with the same value) is 400 invalid_request naming it, where the same
+// request with it once succeeds, and nothing is done (a refresh token is
+// not spent, a token not revoked). A body client_id beside Basic must be
+// the Basic client: another one is 401 invalid_client.
+func TestOAuthRepeatedParameters(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	holderBasic := f.holder.ID + ":" + f.holderSecret
+	rsBasic := f.rs.ID + ":" + f.rsSecret
+	_, refresh := f.ada()
+	holderTok := f.clientToken(f.holder, f.holderSecret)
+	postAuth := func(v url.Values) url.Values {
+		v.Set("client_id", f.holder.ID)
+		v.Set("client_secret", f.holderSecret)
+		return v
+	}
+	cases := []struct {
+		param, path, basic string
+		form               func() url.Values
+	}{
+		{"grant_type", "/auth/token", holderBasic, func() url.Values { return clientCredentials("") }},
+		{"scope", "/auth/token", holderBasic, func() url.Values { return clientCredentials("system/Patient.rs") }},
+		{"client_id", "/auth/token", "", func() url.Values { return postAuth(clientCredentials("")) }},
+		{"client_secret", "/auth/token", "", func() url.Values { return postAuth(clientCredentials("")) }},
+		{"client_assertion", "/auth/token", "", func() url.Values {
+			return withAssertion(clientCredentials(""), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+		{"client_assertion_type", "/auth/token", "", func() url.Values {
+			return withAssertion(clientCredentials(""), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+		{"token", "/auth/introspect", rsBasic, func() url.Values { return url.Values{"token": {holderTok}} }},
+		{"token_type_hint", "/auth/introspect", rsBasic, func() url.Values {
+			return url.Values{"token": {holderTok}, "token_type_hint": {"access_token"}}
+		}},
+		{"token", "/auth/revoke", holderBasic, func() url.Values { return url.Values{"token": {"not-a-known-token"}} }},
+		{"token_type_hint", "/auth/revoke", holderBasic, func() url.Values {
+			return url.Values{"token": {"not-a-known-token"}, "token_type_hint": {"refresh_token"}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.path+" "+c.param, func(t *testing.T) {
+			v := c.form()
+			v[c.param] = append(v[c.param], v[c.param][0])
+			if d := oauthErrorOf(t, h.form(c.path, "", c.basic, v), http.StatusBadRequest, "invalid_request"); !strings.Contains(d, c.param+" ") {
+				t.Errorf("description %q does not name %s", d, c.param)
+			}
+			if r := h.form(c.path, "", c.basic, c.form()); r.status != http.StatusOK {
+				t.Fatalf("the same request with %s once: %d %s", c.param, r.status, r.body)
+			}
+		})
+	}
+	t.Run("different values", func(t *testing.T) {
+		v := clientCredentials("")
+		v.Add("grant_type", "refresh_token")
+		v.Set("refresh_token", refresh)
+		oauthErrorOf(t, h.form("/auth/token", "", holderBasic, v), http.StatusBadRequest, "invalid_request")
+	})
+	t.Run("nothing is done", func(t *testing.T) {
+		v := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh, refresh}}
+		oauthErrorOf(t, h.form("/auth/token", "", "", v), http.StatusBadRequest, "invalid_request")
+		tokenResponse(t, h.form("/auth/token", "", "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}))
+		oauthErrorOf(t, h.form("/auth/revoke", "", holderBasic, url.Values{"token": {holderTok, holderTok}}), http.StatusBadRequest, "invalid_request")
+		if r := h.do(http.MethodGet, "/fhir/Patient", holderTok, nil); r.status != http.StatusOK {
+			t.Fatalf("the token after a refused revocation: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("basic and another body client_id", func(t *testing.T) {
+		for path, v := range map[string]url.Values{
+			"/auth/token":      clientCredentials(""),
+			"/auth/introspect": {"token": {holderTok}},
+			"/auth/revoke":     {"token": {holderTok}},
+		} {
+			other := url.Values{"client_id": {f.other.ID}}
+			same := url.Values{"client_id": {f.holder.ID}}
+			for k, vals := range v {
+				other[k], same[k] = vals, vals
+			}
+			r := h.form(path, "", holderBasic, other)
+			oauthErrorOf(t, r, http.StatusUnauthorized, "invalid_client")
+			if wa := r.header.Get("WWW-Authenticate"); wa != `Basic realm="kiln"` {
+				t.Errorf("%s: WWW-Authenticate %q", path, wa)
+			}
+			if path == "/auth/revoke" {
+				if r := h.do(http.MethodGet, "/fhir/Patient", holderTok, nil); r.status != http.StatusOK {
+					t.Fatalf("the token after a refused revocation: %d %s", r.status, r.body)
+				}
+			}
+			if r := h.form(path, "", holderBasic, same); r.status != http.StatusOK {
+				t.Errorf("%s with the Basic client's own client_id: %d %s", path, r.status, r.body)
+			}
+		}
+	})
 }

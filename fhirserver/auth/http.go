@@ -3,6 +3,8 @@ package auth
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -231,12 +233,46 @@ func WriteToken(w http.ResponseWriter, resp *TokenResponse) {
 
 const maxFormBytes = 64 << 10
 
+// singleParams are the OAuth parameters a request may carry at most once
+// (RFC 6749 §3.1, §3.2; RFC 7009 and 7662 take the same rule): a second
+// value would leave it to chance which one is checked.
+var singleParams = []string{"grant_type", "scope", "refresh_token", "client_id", "client_secret",
+	"client_assertion", "client_assertion_type", "token", "token_type_hint"}
+
+// parseForm reads the form body of an OAuth endpoint into r.PostForm,
+// answering (and reporting false) when it cannot: a media type other than
+// application/x-www-form-urlencoded (compared case-insensitively, with
+// any parameters), a body over 64 KiB decoded (413), one that could not
+// be read (a broken gzip encoding), a malformed form, or a parameter
+// repeated. An empty form is a form: the endpoint says what it lacks.
 func parseForm(w http.ResponseWriter, r *http.Request) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") || r.ParseForm() != nil {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
 		return false
 	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		oauthError(w, http.StatusRequestEntityTooLarge, "invalid_request", "the body is too large (at most 64 KiB)")
+		return false
+	case err != nil:
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body could not be read")
+		return false
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body is not a valid application/x-www-form-urlencoded form")
+		return false
+	}
+	for _, name := range singleParams {
+		if len(form[name]) > 1 {
+			oauthError(w, http.StatusBadRequest, "invalid_request", "the parameter "+name+" is repeated")
+			return false
+		}
+	}
+	r.PostForm = form
 	return true
 }
 
@@ -314,6 +350,11 @@ func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
 		id, err1 = url.QueryUnescape(id)
 		secret, err2 = url.QueryUnescape(secret)
 		if err1 != nil || err2 != nil {
+			return nil, ErrInvalidClient
+		}
+		// A client_id in the body may only repeat the Basic one: two
+		// identities in one request leave unclear who is asking.
+		if bodyID := form.Get("client_id"); bodyID != "" && bodyID != id {
 			return nil, ErrInvalidClient
 		}
 		return s.Clients.CheckSecret(ctx, id, secret)
