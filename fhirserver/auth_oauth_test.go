@@ -777,6 +777,137 @@ func oauthErrorOf(t *testing.T, r response, status int, code string) string {
 	return m["error_description"]
 }
 
+// TestRefreshTokenClientAuthentication: RFC 6749 §6. A refresh request
+// that names a client (credentials, or a client_id alone: Kiln's clients
+// are all confidential) must authenticate it: a failure is 401
+// invalid_client (a Basic challenge only when Basic was used). A client
+// that did authenticate gets 400 invalid_grant for any refresh token,
+// since Kiln issues them only to users. Neither answer touches the
+// refresh token: it is not spent, and a used one presented that way does
+// not end its family, so a stolen client secret cannot end users'
+// sessions. A user refreshing through golang.org/x/oauth2 with no client
+// (which sends an empty Basic pair in the header style) still refreshes.
+func TestRefreshTokenClientAuthentication(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	log := collectAudit(h)
+	refreshForm := func(tok string) url.Values {
+		return url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}
+	}
+	// refreshes spends tok as a user would and returns the next one.
+	refreshes := func(t *testing.T, tok string) string {
+		t.Helper()
+		m := tokenResponse(t, h.form("/auth/token", "", "", refreshForm(tok)))
+		return m["refresh_token"].(string)
+	}
+	with := func(tok string, set func(v url.Values)) url.Values {
+		v := refreshForm(tok)
+		set(v)
+		return v
+	}
+	type attempt struct {
+		name  string
+		basic string
+		form  func(tok string) url.Values
+	}
+	post := func(id, secret string) func(string) url.Values {
+		return func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", id); v.Set("client_secret", secret) })
+		}
+	}
+	failed := []attempt{
+		{"basic, wrong secret", f.holder.ID + ":wrong-secret", refreshForm},
+		{"basic, unknown client", "kc-nobody:" + f.holderSecret, refreshForm},
+		{"basic, malformed", "no-colon-here", refreshForm},
+		{"post, wrong secret", "", post(f.holder.ID, "wrong-secret")},
+		{"client_id without a secret", "", func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", f.holder.ID) })
+		}},
+		{"private_key_jwt, wrong audience", "", func(tok string) url.Values {
+			return withAssertion(refreshForm(tok), assertionFor(t, h, f.holderKey, f.holder.ID, func(m map[string]any) { m["aud"] = "https://evil.example" }))
+		}},
+		{"basic with another body client_id", f.holder.ID + ":" + f.holderSecret, func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", f.other.ID) })
+		}},
+	}
+	authenticated := []attempt{
+		{"basic", f.holder.ID + ":" + f.holderSecret, refreshForm},
+		{"basic, resource server", f.rs.ID + ":" + f.rsSecret, refreshForm},
+		{"post", "", post(f.other.ID, f.otherSecret)},
+		{"private_key_jwt", "", func(tok string) url.Values {
+			return withAssertion(refreshForm(tok), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+	}
+	_, fresh := f.ada()
+	for _, a := range failed {
+		t.Run("fresh token, "+a.name, func(t *testing.T) {
+			log.take()
+			r := h.form("/auth/token", "", a.basic, a.form(fresh))
+			oauthErrorOf(t, r, http.StatusUnauthorized, "invalid_client")
+			wa := r.header.Get("WWW-Authenticate")
+			if a.basic != "" && wa != `Basic realm="kiln"` || a.basic == "" && wa != "" {
+				t.Errorf("WWW-Authenticate %q (Basic used: %v)", wa, a.basic != "")
+			}
+			expectNoSecrets(t, log.take(), fresh, f.holderSecret, f.otherSecret, f.rsSecret)
+		})
+	}
+	for _, a := range authenticated {
+		t.Run("fresh token, "+a.name, func(t *testing.T) {
+			log.take()
+			r := h.form("/auth/token", "", a.basic, a.form(fresh))
+			oauthErrorOf(t, r, http.StatusBadRequest, "invalid_grant")
+			if wa := r.header.Get("WWW-Authenticate"); wa != "" {
+				t.Errorf("WWW-Authenticate %q on invalid_grant", wa)
+			}
+			events := log.take()
+			if len(events) != 1 || events[0].Action != "refresh" || events[0].Success || !strings.HasPrefix(events[0].Subject, "client/") {
+				t.Errorf("audit events %+v, want one failed refresh naming the client", events)
+			}
+			expectNoSecrets(t, events, fresh, f.holderSecret, f.otherSecret, f.rsSecret)
+		})
+	}
+	// None of those spent the refresh token.
+	next := refreshes(t, fresh)
+	// The spent one, presented by a client: refused without being taken
+	// for a reuse, which would end the family (next with it).
+	for _, a := range append(failed, authenticated...) {
+		r := h.form("/auth/token", "", a.basic, a.form(fresh))
+		if r.status != http.StatusUnauthorized && r.status != http.StatusBadRequest {
+			t.Fatalf("%s with a spent refresh token: %d %s", a.name, r.status, r.body)
+		}
+	}
+	next = refreshes(t, next)
+	// Without a client, reuse detection is as it was: the spent one ends
+	// the family.
+	oauthErrorOf(t, h.form("/auth/token", "", "", refreshForm(fresh)), http.StatusBadRequest, "invalid_grant")
+	oauthErrorOf(t, h.form("/auth/token", "", "", refreshForm(next)), http.StatusBadRequest, "invalid_grant")
+
+	t.Run("golang.org/x/oauth2", func(t *testing.T) {
+		for _, style := range []oauth2.AuthStyle{oauth2.AuthStyleAutoDetect, oauth2.AuthStyleInHeader, oauth2.AuthStyleInParams} {
+			_, user := f.bob()
+			// A user's refresh, with no client configured.
+			cfg := oauth2.Config{Endpoint: oauth2.Endpoint{TokenURL: h.base + "/auth/token", AuthStyle: style}}
+			tok, err := cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: user}).Token()
+			if err != nil || tok.AccessToken == "" || tok.RefreshToken == user {
+				t.Fatalf("style %d: a user's refresh: %v", style, err)
+			}
+			// A client presenting the user's (new) refresh token.
+			cfg.ClientID, cfg.ClientSecret = f.other.ID, f.otherSecret
+			_, err = cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+			var re *oauth2.RetrieveError
+			if !errors.As(err, &re) || re.ErrorCode != "invalid_grant" || re.Response.StatusCode != http.StatusBadRequest {
+				t.Fatalf("style %d: a client with a user's refresh token: %v, want 400 invalid_grant", style, err)
+			}
+			cfg.ClientSecret = "wrong"
+			_, err = cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+			if !errors.As(err, &re) || re.ErrorCode != "invalid_client" || re.Response.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("style %d: a wrong client secret: %v, want 401 invalid_client", style, err)
+			}
+			refreshes(t, tok.RefreshToken) // still unspent
+		}
+	})
+}
+
 func gzipped(t *testing.T, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer

@@ -308,6 +308,10 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 		}
 		WriteToken(w, resp)
 	case "refresh_token":
+		if refreshByClient(r) {
+			s.clientRefresh(w, r)
+			return
+		}
 		resp, err := s.Refresh(ctx, r.PostForm.Get("refresh_token"), ip)
 		if errors.Is(err, ErrInvalidGrant) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is invalid, expired, revoked or was already used")
@@ -323,6 +327,42 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 	default:
 		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "supported: client_credentials, refresh_token (users log in at /auth/login)")
 	}
+}
+
+// refreshByClient reports whether a refresh_token request names a client:
+// by its credentials, or by a client_id (Kiln's clients are all
+// confidential, so one that names itself must authenticate, RFC 6749 §6).
+// A Basic header with an empty id and secret names nobody: it is what
+// golang.org/x/oauth2 sends for a configuration without a client, as a
+// user refreshing a login's tokens has.
+func refreshByClient(r *http.Request) bool {
+	if id, secret, ok := r.BasicAuth(); ok && id == "" && secret == "" {
+		return r.PostForm.Get("client_id") != "" || r.PostForm.Get("client_secret") != "" || r.PostForm.Get("client_assertion") != ""
+	}
+	return clientCredentials(r) || r.PostForm.Get("client_id") != ""
+}
+
+// clientRefresh answers a refresh_token request that names a client. The
+// client must authenticate (401 invalid_client otherwise), and the
+// refresh token must have been issued to it (RFC 6749 §6); Kiln issues
+// refresh tokens only to users logging in, never to a client, so every
+// such request is invalid_grant. The refresh token is not even looked
+// up: it is neither spent nor, if already used, taken as a reuse that
+// ends its family, so a client's stolen secret cannot end users' sessions.
+func (s *Service) clientRefresh(w http.ResponseWriter, r *http.Request) {
+	ctx, ip := r.Context(), ClientIP(r)
+	cl, err := s.authenticateClient(r)
+	if errors.Is(err, ErrInvalidClient) {
+		s.audit(ctx, Event{Action: "refresh", IP: ip, Reason: "client authentication failed"})
+		invalidClient(w, r, "client authentication failed")
+		return
+	}
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "the client could not be checked")
+		return
+	}
+	s.audit(ctx, Event{Action: "refresh", Subject: "client/" + cl.ID, IP: ip, Reason: "refresh token not issued to the client"})
+	oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was not issued to this client")
 }
 
 const jwtBearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
