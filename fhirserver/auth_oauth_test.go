@@ -1081,3 +1081,79 @@ func TestOAuthRepeatedParameters(t *testing.T) {
 		}
 	})
 }
+
+// TestIntrospectionRateLimit: a resource server introspecting the token
+// of every request it serves is not held to the per-address /auth limit
+// (burst 30): 100 authenticated introspections in one instant all get
+// 200. Unauthenticated or failed ones are counted, the 31st is 429 with
+// the RFC 6749 body and Retry-After, and once the allowance is spent even
+// the resource server is refused before its credentials are checked.
+func TestIntrospectionRateLimit(t *testing.T) {
+	h := newAuthHarness(t, nil) // the clock stands still unless advanced
+	log := collectAudit(h)
+	rs, rsSecret, err := h.svc.Clients.Register(t.Context(), auth.Registration{Name: "gateway", Scopes: "system/Patient.rs", Introspect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsToken, err := h.svc.ClientToken(t.Context(), rs, "", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := h.issue(auth.RoleProvider, "patients:read")
+	introspect := func(bearer, basic string) response {
+		return h.form("/auth/introspect", bearer, basic, url.Values{"token": {target}})
+	}
+	for i := range 100 {
+		var r response
+		if i%2 == 0 {
+			r = introspect("", rs.ID+":"+rsSecret)
+		} else {
+			r = introspect(rsToken.AccessToken, "")
+		}
+		if r.status != http.StatusOK || r.json(t)["active"] != true {
+			t.Fatalf("authenticated introspection %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	unauthenticated := []func() response{
+		func() response { return introspect("", "") },
+		func() response { return introspect("", rs.ID+":wrong-secret") },
+		func() response { return introspect("not-a-token", "") },
+		func() response {
+			return h.do(http.MethodPost, "/auth/introspect", "", []byte("token=x"), "Content-Type", "text/plain")
+		},
+	}
+	limited := -1
+	for i := range 40 {
+		r := unauthenticated[i%len(unauthenticated)]()
+		if r.status == http.StatusTooManyRequests {
+			limited = i
+			retryAfter(t, r)
+			oauthErrorOf(t, r, http.StatusTooManyRequests, "temporarily_unavailable")
+			break
+		}
+		if r.status != http.StatusUnauthorized && r.status != http.StatusBadRequest {
+			t.Fatalf("unauthenticated introspection %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if limited != 30 {
+		t.Fatalf("the first 429 came at unauthenticated request %d (from 0), want 30 (burst 30)", limited)
+	}
+	log.take()
+	r := introspect("", rs.ID+":"+rsSecret)
+	wait := retryAfter(t, r)
+	if events := log.take(); len(events) != 0 {
+		t.Errorf("a refused introspection was authenticated first: audit %+v", events)
+	}
+	h.clock.Advance(wait)
+	if r := introspect("", rs.ID+":"+rsSecret); r.status != http.StatusOK {
+		t.Fatalf("after Retry-After: %d %s", r.status, r.body)
+	}
+	// The token endpoint still counts every request.
+	h.clock.Advance(time.Minute)
+	for i := range 31 {
+		r := h.form("/auth/token", "", rs.ID+":"+rsSecret, clientCredentials(""))
+		if i < 30 && r.status != http.StatusOK || i == 30 && r.status != http.StatusTooManyRequests {
+			t.Fatalf("token request %d: %d %s", i, r.status, r.body)
+		}
+	}
+}

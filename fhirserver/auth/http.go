@@ -138,9 +138,9 @@ func OAuthPaths() []string { return []string{pathToken, pathRevoke, pathIntrospe
 // Routes registers the OAuth2/OIDC endpoints through handle (a router's
 // method-and-path registration).
 func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
-	for path, h := range map[string]http.HandlerFunc{pathToken: s.token, pathRevoke: s.revoke, pathIntrospect: s.introspect} {
-		handle(http.MethodPost, path, s.limitedOAuth(h))
-	}
+	handle(http.MethodPost, pathToken, s.limitedOAuth(http.HandlerFunc(s.token)))
+	handle(http.MethodPost, pathRevoke, s.limitedOAuth(http.HandlerFunc(s.revoke)))
+	handle(http.MethodPost, pathIntrospect, s.limitedIntrospect(s.introspect))
 	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
 	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
 	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
@@ -156,10 +156,30 @@ func (s *Service) limited(next http.Handler) http.Handler { return s.limit(next,
 // limitedOAuth is limited for the OAuth endpoints, whose clients read the
 // RFC 6749 error body: RFC 6749 has no code for a rate limit, so the 429
 // says temporarily_unavailable, with Retry-After.
-func (s *Service) limitedOAuth(next http.Handler) http.Handler {
-	return s.limit(next, func(w http.ResponseWriter, wait time.Duration) {
-		setRetryAfter(w, wait)
-		oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+func (s *Service) limitedOAuth(next http.Handler) http.Handler { return s.limit(next, oauthTooMany) }
+
+func oauthTooMany(w http.ResponseWriter, wait time.Duration) {
+	setRetryAfter(w, wait)
+	oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+}
+
+// limitedIntrospect is the limit of /auth/introspect, which a resource
+// server may call for every request it serves, from one address: a call
+// whose caller authenticated costs nothing, any other (no or failed
+// authentication, a malformed form) takes a token from the address's
+// bucket. An empty bucket is refused before anything is read or checked,
+// so floods of guesses stay as cheap and as limited as elsewhere.
+// serve reports whether its caller authenticated.
+func (s *Service) limitedIntrospect(serve func(http.ResponseWriter, *http.Request) (authenticated bool)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip := ClientIP(r)
+		if ok, wait := s.Throttle.Ready(ip); !ok {
+			oauthTooMany(w, wait)
+			return
+		}
+		if !serve(w, r) {
+			s.Throttle.Charge(ip)
+		}
 	})
 }
 
@@ -503,25 +523,26 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // introspect is RFC 7662 for an authenticated caller: the token's details
-// if the caller may know them, {"active":false} otherwise (§2.2).
-func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
+// if the caller may know them, {"active":false} otherwise (§2.2). It
+// reports whether the caller authenticated (see limitedIntrospect).
+func (s *Service) introspect(w http.ResponseWriter, r *http.Request) (authenticated bool) {
 	if !parseForm(w, r) {
-		return
+		return false
 	}
 	by, ok := s.authenticateCaller(w, r, "introspect")
 	if !ok {
-		return
+		return false
 	}
 	ctx := r.Context()
 	tok := r.PostForm.Get("token")
 	if tok == "" {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "token is required")
-		return
+		return true
 	}
 	in, allowed, err := s.Introspect(ctx, tok, by)
 	if err != nil {
 		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be checked")
-		return
+		return true
 	}
 	e := Event{Action: "introspect", Subject: by.Subject(), IP: ClientIP(r), Success: allowed}
 	if !allowed {
@@ -530,6 +551,7 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 	s.audit(ctx, e)
 	noStore(w)
 	writeJSON(w, http.StatusOK, in)
+	return true
 }
 
 // logout revokes the token the request presents (Require verified it).
