@@ -319,9 +319,23 @@ func expectInvalidToken(t *testing.T, r response) {
 	}
 }
 
+// expectBearerChallenge asserts the 401 of a request without any bearer
+// token: RFC 6750 §3.1, the challenge names the scheme and realm and no
+// error code, since no token was tried.
+func expectBearerChallenge(t *testing.T, r response) {
+	t.Helper()
+	if r.status != http.StatusUnauthorized {
+		t.Fatalf("status %d, want 401; body %s", r.status, r.body)
+	}
+	if wa := r.header.Get("WWW-Authenticate"); wa != `Bearer realm="kiln"` {
+		t.Errorf(`WWW-Authenticate %q, want Bearer realm="kiln" (no error code without a token)`, wa)
+	}
+}
+
 // TestAuthTokenForgeries: every forged or defective token is refused with
 // 401 invalid_token at a protected FHIR read, while a correct token signed
-// the same way is accepted (so each case fails for its defect alone).
+// the same way is accepted (so each case fails for its defect alone). A
+// request with no bearer token at all gets the bare Bearer challenge.
 func TestAuthTokenForgeries(t *testing.T) {
 	h := newAuthHarness(t, nil)
 	unthrottled(h) // more /auth/introspect requests than one burst
@@ -452,7 +466,11 @@ func TestAuthTokenForgeries(t *testing.T) {
 				} else {
 					r = h.do(http.MethodGet, path, c.token, nil, headers...)
 				}
-				expectInvalidToken(t, r)
+				if c.token == "" {
+					expectBearerChallenge(t, r)
+				} else {
+					expectInvalidToken(t, r)
+				}
 				if strings.HasPrefix(path, "/fhir") {
 					expectOutcome(t, r, http.StatusUnauthorized, "")
 				}

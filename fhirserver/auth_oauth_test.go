@@ -1,11 +1,15 @@
 package fhirserver_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -682,6 +686,474 @@ func TestDiscoveryAuthMethods(t *testing.T) {
 			if got, _ := json.Marshal(m[k]); !strings.Contains(string(got), "ES384") {
 				t.Errorf("%s %s: %s", path, k, got)
 			}
+		}
+	}
+}
+
+// TestBearerChallengeWithoutToken: RFC 6750 §3.1. A request with no
+// bearer token (no Authorization, or another scheme) gets the bare
+// challenge Bearer realm="kiln", with no error code; a bad token gets
+// error="invalid_token". Both are 401, an OperationOutcome under /fhir.
+func TestBearerChallengeWithoutToken(t *testing.T) {
+	h := newAuthHarness(t, nil)
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/fhir/Patient"}, {http.MethodGet, "/fhir/Patient/x"}, {http.MethodPost, "/auth/logout"}, {http.MethodGet, "/nowhere"},
+	} {
+		t.Run(c.method+" "+c.path, func(t *testing.T) {
+			for name, headers := range map[string][]string{
+				"no Authorization": nil,
+				"Basic":            {"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
+				"another scheme":   {"Authorization", "Negotiate abc"},
+			} {
+				r := h.do(c.method, c.path, "", nil, headers...)
+				if wa := r.header.Get("WWW-Authenticate"); r.status != http.StatusUnauthorized || wa != `Bearer realm="kiln"` {
+					t.Errorf("%s: %d, WWW-Authenticate %q, want 401 and Bearer realm=\"kiln\"", name, r.status, wa)
+				}
+				if strings.HasPrefix(c.path, "/fhir") {
+					expectOutcome(t, r, http.StatusUnauthorized, "")
+				}
+			}
+			for _, tok := range []string{"not-a-token", h.issue(auth.RoleProvider, "patients:read") + "x"} {
+				expectInvalidToken(t, h.do(c.method, c.path, tok, nil))
+			}
+		})
+	}
+}
+
+// TestClientAssertionKeyAlg: a registered key that declares its alg
+// (RFC 7517 §4.4) verifies assertions signed with that alg only; an
+// assertion under another alg of the same key type is 401 invalid_client.
+// A key without alg takes any of the supported ones.
+func TestClientAssertionKeyAlg(t *testing.T) {
+	h := newAuthHarness(t, nil)
+	unthrottled(h)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(alg string) *auth.Client {
+		jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "node-1", Algorithm: alg, Use: "sig"}}})
+		cl, _, err := h.svc.Clients.Add(t.Context(), "node-"+alg, "system/Observation.rs", jwks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	assertion := func(cl *auth.Client, alg jose.SignatureAlgorithm) url.Values {
+		now := h.now()
+		return withAssertion(clientCredentials(""), sign(t, key, alg, "node-1", "JWT", map[string]any{"iss": cl.ID, "sub": cl.ID,
+			"aud": h.base + "/auth/token", "exp": now.Add(4 * time.Minute).Unix(), "iat": now.Unix(), "jti": randHex(t, 12)}))
+	}
+	rs384, rs256, noAlg := register("RS384"), register("RS256"), register("")
+	for _, c := range []struct {
+		cl  *auth.Client
+		alg jose.SignatureAlgorithm
+		ok  bool
+	}{
+		{rs384, jose.RS384, true}, {rs384, jose.RS256, false},
+		{rs256, jose.RS256, true}, {rs256, jose.RS384, false},
+		{noAlg, jose.RS256, true}, {noAlg, jose.RS384, true},
+	} {
+		r := h.form("/auth/token", "", "", assertion(c.cl, c.alg))
+		if c.ok {
+			tokenResponse(t, r)
+		} else {
+			expectInvalidClient(t, r)
+		}
+	}
+}
+
+// oauthErrorOf checks an RFC 6749 error answer (no-store, the JSON body)
+// and returns its description.
+func oauthErrorOf(t *testing.T, r response, status int, code string) string {
+	t.Helper()
+	var m map[string]string
+	if r.status != status || json.Unmarshal(r.body, &m) != nil || m["error"] != code {
+		t.Fatalf("%d %s, want %d with error %s", r.status, r.body, status, code)
+	}
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("Cache-Control %q on an OAuth error, want no-store", cc)
+	}
+	return m["error_description"]
+}
+
+// TestRefreshTokenClientAuthentication: RFC 6749 §6. A refresh request
+// that names a client (credentials, or a client_id alone: Kiln's clients
+// are all confidential) must authenticate it: a failure is 401
+// invalid_client (a Basic challenge only when Basic was used). A client
+// that did authenticate gets 400 invalid_grant for any refresh token,
+// since Kiln issues them only to users. Neither answer touches the
+// refresh token: it is not spent, and a used one presented that way does
+// not end its family, so a stolen client secret cannot end users'
+// sessions. A user refreshing through golang.org/x/oauth2 with no client
+// (which sends an empty Basic pair in the header style) still refreshes.
+func TestRefreshTokenClientAuthentication(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	log := collectAudit(h)
+	refreshForm := func(tok string) url.Values {
+		return url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok}}
+	}
+	// refreshes spends tok as a user would and returns the next one.
+	refreshes := func(t *testing.T, tok string) string {
+		t.Helper()
+		m := tokenResponse(t, h.form("/auth/token", "", "", refreshForm(tok)))
+		return m["refresh_token"].(string)
+	}
+	with := func(tok string, set func(v url.Values)) url.Values {
+		v := refreshForm(tok)
+		set(v)
+		return v
+	}
+	type attempt struct {
+		name  string
+		basic string
+		form  func(tok string) url.Values
+	}
+	post := func(id, secret string) func(string) url.Values {
+		return func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", id); v.Set("client_secret", secret) })
+		}
+	}
+	failed := []attempt{
+		{"basic, wrong secret", f.holder.ID + ":wrong-secret", refreshForm},
+		{"basic, unknown client", "kc-nobody:" + f.holderSecret, refreshForm},
+		{"basic, malformed", "no-colon-here", refreshForm},
+		{"post, wrong secret", "", post(f.holder.ID, "wrong-secret")},
+		{"client_id without a secret", "", func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", f.holder.ID) })
+		}},
+		{"private_key_jwt, wrong audience", "", func(tok string) url.Values {
+			return withAssertion(refreshForm(tok), assertionFor(t, h, f.holderKey, f.holder.ID, func(m map[string]any) { m["aud"] = "https://evil.example" }))
+		}},
+		{"basic with another body client_id", f.holder.ID + ":" + f.holderSecret, func(tok string) url.Values {
+			return with(tok, func(v url.Values) { v.Set("client_id", f.other.ID) })
+		}},
+	}
+	authenticated := []attempt{
+		{"basic", f.holder.ID + ":" + f.holderSecret, refreshForm},
+		{"basic, resource server", f.rs.ID + ":" + f.rsSecret, refreshForm},
+		{"post", "", post(f.other.ID, f.otherSecret)},
+		{"private_key_jwt", "", func(tok string) url.Values {
+			return withAssertion(refreshForm(tok), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+	}
+	_, fresh := f.ada()
+	for _, a := range failed {
+		t.Run("fresh token, "+a.name, func(t *testing.T) {
+			log.take()
+			r := h.form("/auth/token", "", a.basic, a.form(fresh))
+			oauthErrorOf(t, r, http.StatusUnauthorized, "invalid_client")
+			wa := r.header.Get("WWW-Authenticate")
+			if a.basic != "" && wa != `Basic realm="kiln"` || a.basic == "" && wa != "" {
+				t.Errorf("WWW-Authenticate %q (Basic used: %v)", wa, a.basic != "")
+			}
+			expectNoSecrets(t, log.take(), fresh, f.holderSecret, f.otherSecret, f.rsSecret)
+		})
+	}
+	for _, a := range authenticated {
+		t.Run("fresh token, "+a.name, func(t *testing.T) {
+			log.take()
+			r := h.form("/auth/token", "", a.basic, a.form(fresh))
+			oauthErrorOf(t, r, http.StatusBadRequest, "invalid_grant")
+			if wa := r.header.Get("WWW-Authenticate"); wa != "" {
+				t.Errorf("WWW-Authenticate %q on invalid_grant", wa)
+			}
+			events := log.take()
+			if len(events) != 1 || events[0].Action != "refresh" || events[0].Success || !strings.HasPrefix(events[0].Subject, "client/") {
+				t.Errorf("audit events %+v, want one failed refresh naming the client", events)
+			}
+			expectNoSecrets(t, events, fresh, f.holderSecret, f.otherSecret, f.rsSecret)
+		})
+	}
+	// None of those spent the refresh token.
+	next := refreshes(t, fresh)
+	// The spent one, presented by a client: refused without being taken
+	// for a reuse, which would end the family (next with it).
+	for _, a := range append(failed, authenticated...) {
+		r := h.form("/auth/token", "", a.basic, a.form(fresh))
+		if r.status != http.StatusUnauthorized && r.status != http.StatusBadRequest {
+			t.Fatalf("%s with a spent refresh token: %d %s", a.name, r.status, r.body)
+		}
+	}
+	next = refreshes(t, next)
+	// Without a client, reuse detection is as it was: the spent one ends
+	// the family.
+	oauthErrorOf(t, h.form("/auth/token", "", "", refreshForm(fresh)), http.StatusBadRequest, "invalid_grant")
+	oauthErrorOf(t, h.form("/auth/token", "", "", refreshForm(next)), http.StatusBadRequest, "invalid_grant")
+
+	t.Run("golang.org/x/oauth2", func(t *testing.T) {
+		for _, style := range []oauth2.AuthStyle{oauth2.AuthStyleAutoDetect, oauth2.AuthStyleInHeader, oauth2.AuthStyleInParams} {
+			_, user := f.bob()
+			// A user's refresh, with no client configured.
+			cfg := oauth2.Config{Endpoint: oauth2.Endpoint{TokenURL: h.base + "/auth/token", AuthStyle: style}}
+			tok, err := cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: user}).Token()
+			if err != nil || tok.AccessToken == "" || tok.RefreshToken == user {
+				t.Fatalf("style %d: a user's refresh: %v", style, err)
+			}
+			// A client presenting the user's (new) refresh token.
+			cfg.ClientID, cfg.ClientSecret = f.other.ID, f.otherSecret
+			_, err = cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+			var re *oauth2.RetrieveError
+			if !errors.As(err, &re) || re.ErrorCode != "invalid_grant" || re.Response.StatusCode != http.StatusBadRequest {
+				t.Fatalf("style %d: a client with a user's refresh token: %v, want 400 invalid_grant", style, err)
+			}
+			cfg.ClientSecret = "wrong"
+			_, err = cfg.TokenSource(oauth2Context(h), &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+			if !errors.As(err, &re) || re.ErrorCode != "invalid_client" || re.Response.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("style %d: a wrong client secret: %v, want 401 invalid_client", style, err)
+			}
+			refreshes(t, tok.RefreshToken) // still unspent
+		}
+	})
+}
+
+func gzipped(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestOAuthFormBodies: the token, revocation and introspection endpoints
+// read their form as RFC 6749 and HTTP say: the media type matches in any
+// case and with parameters; an empty form is a form (the endpoint names
+// what is missing); a body over 64 KiB (sent so, or inflating from gzip)
+// is 413 and one that cannot be read (broken gzip) 400, each with the
+// RFC 6749 body and its own description, not "must be a form".
+func TestOAuthFormBodies(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	holderTok := f.clientToken(f.holder, f.holderSecret)
+	ok := map[string]url.Values{
+		"/auth/token":      clientCredentials(""),
+		"/auth/introspect": {"token": {holderTok}},
+		"/auth/revoke":     {"token": {"not-a-known-token"}},
+	}
+	missing := map[string]string{"/auth/token": "grant_type is required", "/auth/introspect": "token is required", "/auth/revoke": "token is required"}
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(f.holder.ID+":"+f.holderSecret))
+	send := func(path, contentType string, body []byte, headers ...string) response {
+		return h.do(http.MethodPost, path, "", body, append([]string{"Content-Type", contentType, "Authorization", basic}, headers...)...)
+	}
+	const form = "application/x-www-form-urlencoded"
+	for path, v := range ok {
+		t.Run(path, func(t *testing.T) {
+			for _, ct := range []string{form, "APPLICATION/X-WWW-FORM-URLENCODED", "Application/x-www-form-urlencoded; charset=utf-8", form + ` ; charset="UTF-8"`} {
+				if r := send(path, ct, []byte(v.Encode())); r.status != http.StatusOK {
+					t.Errorf("Content-Type %q: %d %s", ct, r.status, r.body)
+				}
+			}
+			if r := send(path, form, gzipped(t, []byte(v.Encode())), "Content-Encoding", "gzip"); r.status != http.StatusOK {
+				t.Errorf("a gzip-encoded form: %d %s", r.status, r.body)
+			}
+			for _, ct := range []string{"", "text/plain", form + "-not", "application/json", "multipart/form-data; boundary=x", "application/"} {
+				d := oauthErrorOf(t, send(path, ct, []byte(v.Encode())), http.StatusBadRequest, "invalid_request")
+				if !strings.Contains(d, "x-www-form-urlencoded") {
+					t.Errorf("Content-Type %q: description %q", ct, d)
+				}
+			}
+			if d := oauthErrorOf(t, send(path, form, nil), http.StatusBadRequest, "invalid_request"); d != missing[path] {
+				t.Errorf("an empty form: %q, want %q", d, missing[path])
+			}
+			big := []byte(v.Encode() + "&pad=" + strings.Repeat("a", 70<<10))
+			for name, r := range map[string]response{
+				"plain":           send(path, form, big),
+				"gzip (inflates)": send(path, form, gzipped(t, big), "Content-Encoding", "gzip"),
+			} {
+				if d := oauthErrorOf(t, r, http.StatusRequestEntityTooLarge, "invalid_request"); !strings.Contains(d, "too large") {
+					t.Errorf("an oversized form, %s: description %q", name, d)
+				}
+			}
+			if r := send(path, form, []byte(v.Encode()+"&pad="+strings.Repeat("a", 60<<10))); r.status != http.StatusOK {
+				t.Errorf("a 60 KiB form: %d %s", r.status, r.body)
+			}
+			whole := gzipped(t, []byte(v.Encode()))
+			for name, body := range map[string][]byte{"not gzip": []byte(v.Encode()), "truncated gzip": whole[:len(whole)-6]} {
+				if d := oauthErrorOf(t, send(path, form, body, "Content-Encoding", "gzip"), http.StatusBadRequest, "invalid_request"); d != "the body could not be read" {
+					t.Errorf("%s: description %q", name, d)
+				}
+			}
+			if d := oauthErrorOf(t, send(path, form, []byte("token=%zz&grant_type=x")), http.StatusBadRequest, "invalid_request"); !strings.Contains(d, "form") {
+				t.Errorf("a malformed form: description %q", d)
+			}
+		})
+	}
+}
+
+// TestOAuthRepeatedParameters: RFC 6749 §3.1 and §3.2, parameters must
+// not be included more than once. Each OAuth parameter given twice (even
+// with the same value) is 400 invalid_request naming it, where the same
+// request with it once succeeds, and nothing is done (a refresh token is
+// not spent, a token not revoked). A body client_id beside Basic must be
+// the Basic client: another one is 401 invalid_client.
+func TestOAuthRepeatedParameters(t *testing.T) {
+	f := newIntrospectionFixture(t)
+	h := f.h
+	holderBasic := f.holder.ID + ":" + f.holderSecret
+	rsBasic := f.rs.ID + ":" + f.rsSecret
+	_, refresh := f.ada()
+	holderTok := f.clientToken(f.holder, f.holderSecret)
+	postAuth := func(v url.Values) url.Values {
+		v.Set("client_id", f.holder.ID)
+		v.Set("client_secret", f.holderSecret)
+		return v
+	}
+	cases := []struct {
+		param, path, basic string
+		form               func() url.Values
+	}{
+		{"grant_type", "/auth/token", holderBasic, func() url.Values { return clientCredentials("") }},
+		{"scope", "/auth/token", holderBasic, func() url.Values { return clientCredentials("system/Patient.rs") }},
+		{"client_id", "/auth/token", "", func() url.Values { return postAuth(clientCredentials("")) }},
+		{"client_secret", "/auth/token", "", func() url.Values { return postAuth(clientCredentials("")) }},
+		{"client_assertion", "/auth/token", "", func() url.Values {
+			return withAssertion(clientCredentials(""), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+		{"client_assertion_type", "/auth/token", "", func() url.Values {
+			return withAssertion(clientCredentials(""), assertionFor(t, h, f.holderKey, f.holder.ID, nil))
+		}},
+		{"token", "/auth/introspect", rsBasic, func() url.Values { return url.Values{"token": {holderTok}} }},
+		{"token_type_hint", "/auth/introspect", rsBasic, func() url.Values {
+			return url.Values{"token": {holderTok}, "token_type_hint": {"access_token"}}
+		}},
+		{"token", "/auth/revoke", holderBasic, func() url.Values { return url.Values{"token": {"not-a-known-token"}} }},
+		{"token_type_hint", "/auth/revoke", holderBasic, func() url.Values {
+			return url.Values{"token": {"not-a-known-token"}, "token_type_hint": {"refresh_token"}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.path+" "+c.param, func(t *testing.T) {
+			v := c.form()
+			v[c.param] = append(v[c.param], v[c.param][0])
+			if d := oauthErrorOf(t, h.form(c.path, "", c.basic, v), http.StatusBadRequest, "invalid_request"); !strings.Contains(d, c.param+" ") {
+				t.Errorf("description %q does not name %s", d, c.param)
+			}
+			if r := h.form(c.path, "", c.basic, c.form()); r.status != http.StatusOK {
+				t.Fatalf("the same request with %s once: %d %s", c.param, r.status, r.body)
+			}
+		})
+	}
+	t.Run("different values", func(t *testing.T) {
+		v := clientCredentials("")
+		v.Add("grant_type", "refresh_token")
+		v.Set("refresh_token", refresh)
+		oauthErrorOf(t, h.form("/auth/token", "", holderBasic, v), http.StatusBadRequest, "invalid_request")
+	})
+	t.Run("nothing is done", func(t *testing.T) {
+		v := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh, refresh}}
+		oauthErrorOf(t, h.form("/auth/token", "", "", v), http.StatusBadRequest, "invalid_request")
+		tokenResponse(t, h.form("/auth/token", "", "", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}}))
+		oauthErrorOf(t, h.form("/auth/revoke", "", holderBasic, url.Values{"token": {holderTok, holderTok}}), http.StatusBadRequest, "invalid_request")
+		if r := h.do(http.MethodGet, "/fhir/Patient", holderTok, nil); r.status != http.StatusOK {
+			t.Fatalf("the token after a refused revocation: %d %s", r.status, r.body)
+		}
+	})
+	t.Run("basic and another body client_id", func(t *testing.T) {
+		for path, v := range map[string]url.Values{
+			"/auth/token":      clientCredentials(""),
+			"/auth/introspect": {"token": {holderTok}},
+			"/auth/revoke":     {"token": {holderTok}},
+		} {
+			other := url.Values{"client_id": {f.other.ID}}
+			same := url.Values{"client_id": {f.holder.ID}}
+			for k, vals := range v {
+				other[k], same[k] = vals, vals
+			}
+			r := h.form(path, "", holderBasic, other)
+			oauthErrorOf(t, r, http.StatusUnauthorized, "invalid_client")
+			if wa := r.header.Get("WWW-Authenticate"); wa != `Basic realm="kiln"` {
+				t.Errorf("%s: WWW-Authenticate %q", path, wa)
+			}
+			if path == "/auth/revoke" {
+				if r := h.do(http.MethodGet, "/fhir/Patient", holderTok, nil); r.status != http.StatusOK {
+					t.Fatalf("the token after a refused revocation: %d %s", r.status, r.body)
+				}
+			}
+			if r := h.form(path, "", holderBasic, same); r.status != http.StatusOK {
+				t.Errorf("%s with the Basic client's own client_id: %d %s", path, r.status, r.body)
+			}
+		}
+	})
+}
+
+// TestIntrospectionRateLimit: a resource server introspecting the token
+// of every request it serves is not held to the per-address /auth limit
+// (burst 30): 100 authenticated introspections in one instant all get
+// 200. Unauthenticated or failed ones are counted, the 31st is 429 with
+// the RFC 6749 body and Retry-After, and once the allowance is spent even
+// the resource server is refused before its credentials are checked.
+func TestIntrospectionRateLimit(t *testing.T) {
+	h := newAuthHarness(t, nil) // the clock stands still unless advanced
+	log := collectAudit(h)
+	rs, rsSecret, err := h.svc.Clients.Register(t.Context(), auth.Registration{Name: "gateway", Scopes: "system/Patient.rs", Introspect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsToken, err := h.svc.ClientToken(t.Context(), rs, "", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := h.issue(auth.RoleProvider, "patients:read")
+	introspect := func(bearer, basic string) response {
+		return h.form("/auth/introspect", bearer, basic, url.Values{"token": {target}})
+	}
+	for i := range 100 {
+		var r response
+		if i%2 == 0 {
+			r = introspect("", rs.ID+":"+rsSecret)
+		} else {
+			r = introspect(rsToken.AccessToken, "")
+		}
+		if r.status != http.StatusOK || r.json(t)["active"] != true {
+			t.Fatalf("authenticated introspection %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	unauthenticated := []func() response{
+		func() response { return introspect("", "") },
+		func() response { return introspect("", rs.ID+":wrong-secret") },
+		func() response { return introspect("not-a-token", "") },
+		func() response {
+			return h.do(http.MethodPost, "/auth/introspect", "", []byte("token=x"), "Content-Type", "text/plain")
+		},
+	}
+	limited := -1
+	for i := range 40 {
+		r := unauthenticated[i%len(unauthenticated)]()
+		if r.status == http.StatusTooManyRequests {
+			limited = i
+			retryAfter(t, r)
+			oauthErrorOf(t, r, http.StatusTooManyRequests, "temporarily_unavailable")
+			break
+		}
+		if r.status != http.StatusUnauthorized && r.status != http.StatusBadRequest {
+			t.Fatalf("unauthenticated introspection %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	if limited != 30 {
+		t.Fatalf("the first 429 came at unauthenticated request %d (from 0), want 30 (burst 30)", limited)
+	}
+	log.take()
+	r := introspect("", rs.ID+":"+rsSecret)
+	wait := retryAfter(t, r)
+	if events := log.take(); len(events) != 0 {
+		t.Errorf("a refused introspection was authenticated first: audit %+v", events)
+	}
+	h.clock.Advance(wait)
+	if r := introspect("", rs.ID+":"+rsSecret); r.status != http.StatusOK {
+		t.Fatalf("after Retry-After: %d %s", r.status, r.body)
+	}
+	// The token endpoint still counts every request.
+	h.clock.Advance(time.Minute)
+	for i := range 31 {
+		r := h.form("/auth/token", "", rs.ID+":"+rsSecret, clientCredentials(""))
+		if i < 30 && r.status != http.StatusOK || i == 30 && r.status != http.StatusTooManyRequests {
+			t.Fatalf("token request %d: %d %s", i, r.status, r.body)
 		}
 	}
 }

@@ -84,10 +84,13 @@ var tags = []any{
 
 // rateLimited and oauthRateLimited: the /auth endpoints' per-address
 // limit answers 429 before the request is read, in the endpoint's error
-// shape.
+// shape. oauthTooLarge and oauthEncoding: the OAuth endpoints' body
+// limit, and the content codings the server decodes.
 const (
 	rateLimited      = "Too many requests from this address; retry after Retry-After seconds."
 	oauthRateLimited = "temporarily_unavailable: too many requests from this address; retry after Retry-After seconds."
+	oauthTooLarge    = "invalid_request: the form is larger than 64 KiB (decoded, when sent gzip-encoded)."
+	oauthEncoding    = "invalid_request: the body has a Content-Encoding other than gzip (or gzip twice); Accept-Encoding names what is accepted."
 )
 
 // operations describes every platform route, by "METHOD path".
@@ -111,14 +114,16 @@ var operations = map[string]operation{
 	"POST /auth/token": {
 		tag:     tagOAuth,
 		summary: "Get a token: client credentials or a refresh token",
-		description: "grant_type=client_credentials: a machine client authenticates with exactly one method, client_secret_basic (HTTP Basic with the form-urlencoded client id and secret, RFC 6749 §2.3.1), client_secret_post or private_key_jwt (RFC 7523), and gets a one-hour access token with the scopes it asked for (all of which it must hold) or, without scope, every scope it holds. " +
-			"grant_type=refresh_token: a user's refresh token from /auth/login is exchanged for a new access token and a new refresh token; the used one is spent. " +
+		description: "grant_type=client_credentials: a machine client authenticates with exactly one method, client_secret_basic (HTTP Basic with the form-urlencoded client id and secret, RFC 6749 §2.3.1), client_secret_post or private_key_jwt (RFC 7523), and gets a one-hour access token with those of the scopes it asked for that it holds (invalid_scope only when it holds none of them or names one that does not exist; the scope of the answer says what it got) or, without scope, every scope it holds. " +
+			"grant_type=refresh_token: a user's refresh token from /auth/login is exchanged for a new access token and a new refresh token; the used one is spent. Refresh tokens are issued only to users: a refresh request that names a client (its credentials or a client_id) must authenticate it and then gets invalid_grant, and the refresh token is left as it was. " +
 			"Users log in at POST /auth/login, not here. Answers are Cache-Control: no-store.",
 		security: clientAuth,
 		request:  schemaTokenRequest, form: true, ok: "200", okSchemas: []string{schemaTokenResponse},
 		oauthErrors: map[string]string{
-			"400": "invalid_request (not a form, or no grant_type), unsupported_grant_type, invalid_grant (the refresh token is unknown, expired, revoked or spent) or invalid_scope (a scope the client does not hold, or no such scope).",
-			"401": "invalid_client: the client authentication failed, or none or more than one method was used. WWW-Authenticate: Basic only when the request used Basic.",
+			"400": "invalid_request (not a form, no grant_type, or a parameter given twice), unsupported_grant_type, invalid_grant (the refresh token is unknown, expired, revoked or spent, or was presented by a client) or invalid_scope (none of the requested scopes is held by the client, or no such scope).",
+			"401": "invalid_client: the client authentication failed, none or more than one method was used, or a body client_id differs from the Basic one. WWW-Authenticate: Basic only when the request used Basic.",
+			"413": oauthTooLarge,
+			"415": oauthEncoding,
 			"429": oauthRateLimited,
 		},
 	},
@@ -126,12 +131,14 @@ var operations = map[string]operation{
 		tag:     tagOAuth,
 		summary: "Revoke a token (RFC 7009)",
 		description: "Revokes an access token (until it expires) or a refresh token (with every refresh token of its family). The caller authenticates: a token issued to a client only by that client, with its credentials; a user's tokens by the same user, with a bearer token of theirs; admin (a bearer token with the admin role) any token. " +
-			"An unknown, invalid or expired token is answered 200 as well (RFC 7009 §2.2), so the answer tells nothing about the token.",
+			"An unknown, invalid or expired token is answered 200 as well (RFC 7009 §2.2).",
 		security: clientOrBearer,
 		request:  schemaRevokeRequest, form: true, ok: "200", okText: "Revoked, or not a valid token. No body.",
 		oauthErrors: map[string]string{
-			"400": "invalid_request (not a form, no token, or client credentials and a bearer token at once) or unauthorized_client (the token was not issued to the caller; it stays valid).",
+			"400": "invalid_request (not a form, no token, a parameter given twice, or client credentials and a bearer token at once) or unauthorized_client (the token was not issued to the caller; it stays valid).",
 			"401": "invalid_client (no authentication, or the client authentication failed; WWW-Authenticate: Basic only when Basic was used) or invalid_token (the caller's bearer token is not valid; WWW-Authenticate: Bearer).",
+			"413": oauthTooLarge,
+			"415": oauthEncoding,
 			"429": oauthRateLimited,
 			"503": "temporarily_unavailable: the revocation could not be stored; retry later.",
 		},
@@ -140,12 +147,15 @@ var operations = map[string]operation{
 		tag:     tagOAuth,
 		summary: "Introspect a token (RFC 7662)",
 		description: "Tells whether an access token is active and, if so, its scopes, subject, client, role and lifetime. The caller authenticates as a client (client_secret_basic, client_secret_post or private_key_jwt) or with a bearer token. " +
-			"Only admin, the client the token was issued to, and resource-server clients learn a token's details; for any other caller every token is {\"active\": false}.",
+			"Only admin, the client the token was issued to, and resource-server clients learn a token's details; for any other caller every token is {\"active\": false}. " +
+			"A call whose caller authenticated does not count against the per-address rate limit (a resource server may introspect every token it receives); other calls do.",
 		security: clientOrBearer,
 		request:  schemaIntrospectRequest, form: true, ok: "200", okSchemas: []string{schemaIntrospection},
 		oauthErrors: map[string]string{
-			"400": "invalid_request: not a form, no token, or client credentials and a bearer token at once.",
+			"400": "invalid_request: not a form, no token, a parameter given twice, or client credentials and a bearer token at once.",
 			"401": "invalid_client (no authentication, or the client authentication failed; WWW-Authenticate: Basic only when Basic was used) or invalid_token (the caller's bearer token is not valid).",
+			"413": oauthTooLarge,
+			"415": oauthEncoding,
 			"429": oauthRateLimited,
 			"503": "temporarily_unavailable: the token could not be checked; retry later.",
 		},

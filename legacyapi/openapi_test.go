@@ -186,6 +186,11 @@ func TestOpenAPIErrorResponses(t *testing.T) {
 		if isOAuth && (op.oauthErrors["400"] == "" || op.oauthErrors["401"] == "") {
 			t.Errorf("%s: no OAuth 400 and 401", key)
 		}
+		// The form's size limit and the chain's refusal of a content
+		// coding answer there too, in the RFC 6749 shape.
+		if isOAuth && (op.oauthErrors["413"] == "" || op.oauthErrors["415"] == "") {
+			t.Errorf("%s: no OAuth 413 and 415", key)
+		}
 		for c, text := range op.errors {
 			if text == "" && errorText[c] == "" {
 				t.Errorf("%s: %s has no description", key, c)
@@ -224,6 +229,13 @@ func TestOpenAPIBodiesMatchAnswers(t *testing.T) {
 		r := form("/auth/token", v)
 		if r.status != 400 && r.status != 401 {
 			t.Errorf("token %v: %d", v, r.status)
+		}
+		e.conforms(schemaOAuthError, r.body)
+	}
+	for _, path := range []string{"/auth/token", "/auth/revoke", "/auth/introspect"} {
+		r := form(path, url.Values{"token": {strings.Repeat("a", 65<<10)}})
+		if r.status != 413 {
+			t.Errorf("%s: an oversized form: %d %s", path, r.status, r.body)
 		}
 		e.conforms(schemaOAuthError, r.body)
 	}

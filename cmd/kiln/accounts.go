@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 // The account commands (users, machine clients, signing keys, tokens)
@@ -65,6 +66,9 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 			return err
 		}
 		u, families, err := a.auth.ResetPassword(ctx, *email, password)
+		if errors.Is(err, store.ErrNotFound) {
+			return noUser(*email)
+		}
 		if u != nil {
 			// Recorded once the password changed, even if revoking the
 			// sessions then failed: the audit trail says what happened.
@@ -95,13 +99,23 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		if *email == "" {
 			return usageError(s.err, synopsis(cmdName))
 		}
-		if err := users.SetDisabled(ctx, *email, sub == "disable"); err != nil {
+		err := users.SetDisabled(ctx, *email, sub == "disable")
+		if errors.Is(err, store.ErrNotFound) {
+			return noUser(*email)
+		}
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(s.out, "user %s %sd\n", *email, sub)
 		return nil
 	}
 	return fmt.Errorf("kiln admin user: no sub-command %q", sub) // the command table names only the cases above
+}
+
+// noUser is the error of a user command naming an account that does not
+// exist (the store's own error names its records, not the account).
+func noUser(email string) error {
+	return fmt.Errorf("no user with e-mail %q", email)
 }
 
 // readPassword reads a password from the first line of r.

@@ -97,7 +97,7 @@ func TestServeAuthAcceptance(t *testing.T) {
 		t.Errorf("admin creates a Patient: %d %v", status, body)
 	}
 	if status, _, hdr := send(t, client, "POST", base+"/fhir/Patient", "", "application/fhir+json", patient); status != http.StatusUnauthorized ||
-		!strings.Contains(hdr.Get("WWW-Authenticate"), `Bearer`) {
+		hdr.Get("WWW-Authenticate") != `Bearer realm="kiln"` {
 		t.Errorf("no token: %d, WWW-Authenticate %q", status, hdr.Get("WWW-Authenticate"))
 	}
 

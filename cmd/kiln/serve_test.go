@@ -132,8 +132,9 @@ func TestServeEndToEnd(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	// Without a token nothing but the public endpoints answers, not even
-	// with a 404 that would reveal which paths exist.
-	if resp.StatusCode != 401 || !strings.Contains(string(body), `"error"`) || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+	// with a 404 that would reveal which paths exist; the challenge has no
+	// error code, since no token was tried (RFC 6750 §3.1).
+	if resp.StatusCode != 401 || !strings.Contains(string(body), `"error"`) || resp.Header.Get("WWW-Authenticate") != `Bearer realm="kiln"` {
 		t.Errorf("unknown path without a token: %d %s (WWW-Authenticate %q)", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 

@@ -289,6 +289,12 @@ func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID string
 	if len(keys) != 1 {
 		return nil, ErrInvalidClient
 	}
+	// A key registered with an alg signs with that one only (RFC 7517
+	// §4.4): an assertion under another alg of the same key type is not
+	// what the client said it would send.
+	if alg := keys[0].Algorithm; alg != "" && alg != tok.Headers[0].Algorithm {
+		return nil, ErrInvalidClient
+	}
 	var claims jwt.Claims
 	if err := tok.Claims(keys[0].Key, &claims); err != nil {
 		return nil, ErrInvalidClient

@@ -3,6 +3,8 @@ package auth
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -44,7 +46,11 @@ func (s *Service) Require(next http.Handler) http.Handler {
 		}
 		raw, ok := bearer(r)
 		if !ok {
-			unauthorized(w, r, "a bearer token is required")
+			if usedBearer(r) {
+				unauthorized(w, r, "the bearer token is empty")
+			} else {
+				unauthenticated(w, r)
+			}
 			return
 		}
 		p, err := s.Authenticate(r.Context(), raw)
@@ -72,8 +78,30 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
+// usedBearer reports whether the request tried the Bearer scheme, a token
+// or not.
+func usedBearer(r *http.Request) bool {
+	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(scheme, "Bearer")
+}
+
+// unauthorized answers a bearer token that was refused: the challenge
+// says invalid_token and why (RFC 6750 §3.1).
 func unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	write401(w, r, reason)
+}
+
+// unauthenticated answers a request without any bearer token (none, or
+// another scheme): RFC 6750 §3.1 says the challenge then carries no error
+// code, only the scheme and realm; the client did not know a token was
+// needed, so there is no token error to report.
+func unauthenticated(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
+	write401(w, r, "a bearer token is required")
+}
+
+func write401(w http.ResponseWriter, r *http.Request, reason string) {
 	if IsFHIRPath(r.URL.Path) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -110,9 +138,9 @@ func OAuthPaths() []string { return []string{pathToken, pathRevoke, pathIntrospe
 // Routes registers the OAuth2/OIDC endpoints through handle (a router's
 // method-and-path registration).
 func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
-	for path, h := range map[string]http.HandlerFunc{pathToken: s.token, pathRevoke: s.revoke, pathIntrospect: s.introspect} {
-		handle(http.MethodPost, path, s.limitedOAuth(h))
-	}
+	handle(http.MethodPost, pathToken, s.limitedOAuth(http.HandlerFunc(s.token)))
+	handle(http.MethodPost, pathRevoke, s.limitedOAuth(http.HandlerFunc(s.revoke)))
+	handle(http.MethodPost, pathIntrospect, s.limitedIntrospect(s.introspect))
 	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
 	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
 	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
@@ -128,10 +156,30 @@ func (s *Service) limited(next http.Handler) http.Handler { return s.limit(next,
 // limitedOAuth is limited for the OAuth endpoints, whose clients read the
 // RFC 6749 error body: RFC 6749 has no code for a rate limit, so the 429
 // says temporarily_unavailable, with Retry-After.
-func (s *Service) limitedOAuth(next http.Handler) http.Handler {
-	return s.limit(next, func(w http.ResponseWriter, wait time.Duration) {
-		setRetryAfter(w, wait)
-		oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+func (s *Service) limitedOAuth(next http.Handler) http.Handler { return s.limit(next, oauthTooMany) }
+
+func oauthTooMany(w http.ResponseWriter, wait time.Duration) {
+	setRetryAfter(w, wait)
+	oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+}
+
+// limitedIntrospect is the limit of /auth/introspect, which a resource
+// server may call for every request it serves, from one address: a call
+// whose caller authenticated costs nothing, any other (no or failed
+// authentication, a malformed form) takes a token from the address's
+// bucket. An empty bucket is refused before anything is read or checked,
+// so floods of guesses stay as cheap and as limited as elsewhere.
+// serve reports whether its caller authenticated.
+func (s *Service) limitedIntrospect(serve func(http.ResponseWriter, *http.Request) (authenticated bool)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ip := ClientIP(r)
+		if ok, wait := s.Throttle.Ready(ip); !ok {
+			oauthTooMany(w, wait)
+			return
+		}
+		if !serve(w, r) {
+			s.Throttle.Charge(ip)
+		}
 	})
 }
 
@@ -205,12 +253,46 @@ func WriteToken(w http.ResponseWriter, resp *TokenResponse) {
 
 const maxFormBytes = 64 << 10
 
+// singleParams are the OAuth parameters a request may carry at most once
+// (RFC 6749 §3.1, §3.2; RFC 7009 and 7662 take the same rule): a second
+// value would leave it to chance which one is checked.
+var singleParams = []string{"grant_type", "scope", "refresh_token", "client_id", "client_secret",
+	"client_assertion", "client_assertion_type", "token", "token_type_hint"}
+
+// parseForm reads the form body of an OAuth endpoint into r.PostForm,
+// answering (and reporting false) when it cannot: a media type other than
+// application/x-www-form-urlencoded (compared case-insensitively, with
+// any parameters), a body over 64 KiB decoded (413), one that could not
+// be read (a broken gzip encoding), a malformed form, or a parameter
+// repeated. An empty form is a form: the endpoint says what it lacks.
 func parseForm(w http.ResponseWriter, r *http.Request) bool {
-	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") || r.ParseForm() != nil {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "the body must be application/x-www-form-urlencoded")
 		return false
 	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBytes))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		oauthError(w, http.StatusRequestEntityTooLarge, "invalid_request", "the body is too large (at most 64 KiB)")
+		return false
+	case err != nil:
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body could not be read")
+		return false
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		oauthError(w, http.StatusBadRequest, "invalid_request", "the body is not a valid application/x-www-form-urlencoded form")
+		return false
+	}
+	for _, name := range singleParams {
+		if len(form[name]) > 1 {
+			oauthError(w, http.StatusBadRequest, "invalid_request", "the parameter "+name+" is repeated")
+			return false
+		}
+	}
+	r.PostForm = form
 	return true
 }
 
@@ -246,6 +328,10 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 		}
 		WriteToken(w, resp)
 	case "refresh_token":
+		if refreshByClient(r) {
+			s.clientRefresh(w, r)
+			return
+		}
 		resp, err := s.Refresh(ctx, r.PostForm.Get("refresh_token"), ip)
 		if errors.Is(err, ErrInvalidGrant) {
 			oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token is invalid, expired, revoked or was already used")
@@ -261,6 +347,42 @@ func (s *Service) token(w http.ResponseWriter, r *http.Request) {
 	default:
 		oauthError(w, http.StatusBadRequest, "unsupported_grant_type", "supported: client_credentials, refresh_token (users log in at /auth/login)")
 	}
+}
+
+// refreshByClient reports whether a refresh_token request names a client:
+// by its credentials, or by a client_id (Kiln's clients are all
+// confidential, so one that names itself must authenticate, RFC 6749 §6).
+// A Basic header with an empty id and secret names nobody: it is what
+// golang.org/x/oauth2 sends for a configuration without a client, as a
+// user refreshing a login's tokens has.
+func refreshByClient(r *http.Request) bool {
+	if id, secret, ok := r.BasicAuth(); ok && id == "" && secret == "" {
+		return r.PostForm.Get("client_id") != "" || r.PostForm.Get("client_secret") != "" || r.PostForm.Get("client_assertion") != ""
+	}
+	return clientCredentials(r) || r.PostForm.Get("client_id") != ""
+}
+
+// clientRefresh answers a refresh_token request that names a client. The
+// client must authenticate (401 invalid_client otherwise), and the
+// refresh token must have been issued to it (RFC 6749 §6); Kiln issues
+// refresh tokens only to users logging in, never to a client, so every
+// such request is invalid_grant. The refresh token is not even looked
+// up: it is neither spent nor, if already used, taken as a reuse that
+// ends its family, so a client's stolen secret cannot end users' sessions.
+func (s *Service) clientRefresh(w http.ResponseWriter, r *http.Request) {
+	ctx, ip := r.Context(), ClientIP(r)
+	cl, err := s.authenticateClient(r)
+	if errors.Is(err, ErrInvalidClient) {
+		s.audit(ctx, Event{Action: "refresh", IP: ip, Reason: "client authentication failed"})
+		invalidClient(w, r, "client authentication failed")
+		return
+	}
+	if err != nil {
+		oauthError(w, http.StatusInternalServerError, "server_error", "the client could not be checked")
+		return
+	}
+	s.audit(ctx, Event{Action: "refresh", Subject: "client/" + cl.ID, IP: ip, Reason: "refresh token not issued to the client"})
+	oauthError(w, http.StatusBadRequest, "invalid_grant", "the refresh token was not issued to this client")
 }
 
 const jwtBearer = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -288,6 +410,11 @@ func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
 		id, err1 = url.QueryUnescape(id)
 		secret, err2 = url.QueryUnescape(secret)
 		if err1 != nil || err2 != nil {
+			return nil, ErrInvalidClient
+		}
+		// A client_id in the body may only repeat the Basic one: two
+		// identities in one request leave unclear who is asking.
+		if bodyID := form.Get("client_id"); bodyID != "" && bodyID != id {
 			return nil, ErrInvalidClient
 		}
 		return s.Clients.CheckSecret(ctx, id, secret)
@@ -396,25 +523,26 @@ func (s *Service) revoke(w http.ResponseWriter, r *http.Request) {
 }
 
 // introspect is RFC 7662 for an authenticated caller: the token's details
-// if the caller may know them, {"active":false} otherwise (§2.2).
-func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
+// if the caller may know them, {"active":false} otherwise (§2.2). It
+// reports whether the caller authenticated (see limitedIntrospect).
+func (s *Service) introspect(w http.ResponseWriter, r *http.Request) (authenticated bool) {
 	if !parseForm(w, r) {
-		return
+		return false
 	}
 	by, ok := s.authenticateCaller(w, r, "introspect")
 	if !ok {
-		return
+		return false
 	}
 	ctx := r.Context()
 	tok := r.PostForm.Get("token")
 	if tok == "" {
 		oauthError(w, http.StatusBadRequest, "invalid_request", "token is required")
-		return
+		return true
 	}
 	in, allowed, err := s.Introspect(ctx, tok, by)
 	if err != nil {
 		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the token could not be checked")
-		return
+		return true
 	}
 	e := Event{Action: "introspect", Subject: by.Subject(), IP: ClientIP(r), Success: allowed}
 	if !allowed {
@@ -423,13 +551,14 @@ func (s *Service) introspect(w http.ResponseWriter, r *http.Request) {
 	s.audit(ctx, e)
 	noStore(w)
 	writeJSON(w, http.StatusOK, in)
+	return true
 }
 
 // logout revokes the token the request presents (Require verified it).
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	p, ok := FromContext(r.Context())
 	if !ok {
-		unauthorized(w, r, "a bearer token is required")
+		unauthenticated(w, r)
 		return
 	}
 	if err := s.Tokens.Revoke(r.Context(), p.TokenID, p.Expiry); err != nil {

@@ -113,23 +113,65 @@ func (t *Throttle) Succeeded(account string) {
 func (t *Throttle) Allow(ip string) (bool, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	b := t.bucket(ip)
+	if b == nil {
+		return false, time.Second
+	}
+	if b.tokens < 1 {
+		return false, b.wait()
+	}
+	b.tokens--
+	return true, 0
+}
+
+// Ready is Allow without taking the token: whether ip's bucket holds one
+// and, if not, how long until it does. A request that may turn out free
+// (see Charge) asks Ready first and pays afterwards.
+func (t *Throttle) Ready(ip string) (bool, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bucket(ip)
+	if b == nil {
+		return false, time.Second
+	}
+	if b.tokens < 1 {
+		return false, b.wait()
+	}
+	return true, 0
+}
+
+// Charge takes a token from ip's bucket for a request already served,
+// even below empty: requests that passed Ready together all pay, and the
+// debt lengthens the wait of the next.
+func (t *Throttle) Charge(ip string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b := t.bucket(ip); b != nil {
+		b.tokens--
+	}
+}
+
+// bucket is ip's bucket, refilled up to now (nil when too many addresses
+// are tracked: the caller refuses). t.mu is held.
+func (t *Throttle) bucket(ip string) *bucket {
 	now := t.now()
 	t.sweep(now)
 	b := t.buckets[ip]
 	if b == nil {
 		if len(t.buckets) >= maxTrackedEntries {
-			return false, time.Second
+			return nil
 		}
 		b = &bucket{tokens: bucketBurst, at: now}
 		t.buckets[ip] = b
 	}
 	b.tokens = min(bucketBurst, b.tokens+now.Sub(b.at).Seconds()*bucketRate)
 	b.at = now
-	if b.tokens < 1 {
-		return false, time.Duration((1 - b.tokens) / bucketRate * float64(time.Second))
-	}
-	b.tokens--
-	return true, 0
+	return b
+}
+
+// wait is how long until b holds a whole token.
+func (b *bucket) wait() time.Duration {
+	return time.Duration((1 - b.tokens) / bucketRate * float64(time.Second))
 }
 
 // sweep forgets entries idle for forgetAfter, so memory stays bounded.
