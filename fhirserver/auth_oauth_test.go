@@ -1,8 +1,6 @@
 package fhirserver_test
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -20,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kiln-fhir/kiln/internal/gztest"
 
 	"github.com/go-jose/go-jose/v4"
 	"golang.org/x/oauth2"
@@ -908,18 +908,8 @@ func TestRefreshTokenClientAuthentication(t *testing.T) {
 	})
 }
 
-func gzipped(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+// gzipped is b gzip-encoded, as a request body.
+func gzipped(t *testing.T, b []byte) []byte { return gztest.Encode(t, b) }
 
 // TestOAuthFormBodies: the token, revocation and introspection endpoints
 // read their form as RFC 6749 and HTTP say: the media type matches in any

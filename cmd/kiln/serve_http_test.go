@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/internal/gztest"
 )
 
 // adminLogin logs in with the credentials a first start printed.
@@ -48,18 +50,8 @@ func do(t *testing.T, client *http.Client, method, url string, header map[string
 	return resp, raw
 }
 
-func gzipped(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(b); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+// gzipped is b gzip-encoded, as a request body.
+func gzipped(t *testing.T, b []byte) []byte { return gztest.Encode(t, b) }
 
 const testPatient = `{"resourceType":"Patient","identifier":[{"system":"https://fhir.health.example/sid/national-id","value":"NID-1"}],` +
 	`"name":[{"family":"Okafor","given":["Chidi"]}],"birthDate":"1990-01-01"}`

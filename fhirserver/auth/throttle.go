@@ -110,24 +110,15 @@ func (t *Throttle) Succeeded(account string) {
 
 // Allow takes a token from ip's bucket; when it is empty it returns how
 // long until the next token.
-func (t *Throttle) Allow(ip string) (bool, time.Duration) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.bucket(ip)
-	if b == nil {
-		return false, time.Second
-	}
-	if b.tokens < 1 {
-		return false, b.wait()
-	}
-	b.tokens--
-	return true, 0
-}
+func (t *Throttle) Allow(ip string) (bool, time.Duration) { return t.check(ip, true) }
 
 // Ready is Allow without taking the token: whether ip's bucket holds one
 // and, if not, how long until it does. A request that may turn out free
 // (see Charge) asks Ready first and pays afterwards.
-func (t *Throttle) Ready(ip string) (bool, time.Duration) {
+func (t *Throttle) Ready(ip string) (bool, time.Duration) { return t.check(ip, false) }
+
+// check reports whether ip's bucket holds a token, taking it if take.
+func (t *Throttle) check(ip string, take bool) (bool, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	b := t.bucket(ip)
@@ -136,6 +127,9 @@ func (t *Throttle) Ready(ip string) (bool, time.Duration) {
 	}
 	if b.tokens < 1 {
 		return false, b.wait()
+	}
+	if take {
+		b.tokens--
 	}
 	return true, 0
 }
