@@ -1,9 +1,11 @@
 package fhirserver
 
 import (
+	"bytes"
 	"context"
 	"mime"
 	"net/http"
+	"reflect"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -60,6 +62,11 @@ func (s *Server) patched(ctx context.Context, c *call, prev *store.Version, doc 
 	if err != nil {
 		return nil, err
 	}
+	if same, err := sameJSON(out, prev.Body); err != nil || same {
+		// A patch that changes nothing ([], or only test operations) makes
+		// no version: the answer is the current one.
+		return nil, err
+	}
 	release, err := s.budget.acquire(ctx, int64(len(out)))
 	if err != nil {
 		return nil, err
@@ -81,6 +88,23 @@ func (s *Server) patched(ctx context.Context, c *call, prev *store.Version, doc 
 	}
 	wr, err := s.nextWrite(ctx, c.typ, c.id, prev, out, store.MethodPatch)
 	return &wr, err
+}
+
+// sameJSON reports whether a and b hold the same JSON value (member order
+// and spacing aside).
+func sameJSON(a, b []byte) (bool, error) {
+	if bytes.Equal(a, b) {
+		return true, nil
+	}
+	x, err := decodeResource(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := decodeResource(b)
+	if err != nil {
+		return false, err
+	}
+	return reflect.DeepEqual(x, y), nil
 }
 
 // patch is PATCH [type]/[id].

@@ -36,14 +36,22 @@ func (a ScopeAuthorizer) Authorize(ctx context.Context, acc Access) error {
 	if !known {
 		return outcome.New(http.StatusForbidden, "forbidden", "no scope grants "+name)
 	}
-	req := auth.Request{Partition: a.Partition, Op: in.Op, Type: acc.Type, Admin: in.Admin}
-	if err := p.Grant.Allows(req); err != nil {
-		var d *auth.Denied
-		if errors.As(err, &d) {
-			return outcome.New(http.StatusForbidden, "forbidden", d.Error())
-		}
-		return outcome.New(http.StatusForbidden, "forbidden", err.Error())
+	ops := []auth.Op{in.Op}
+	if in.Also != 0 {
+		ops = append(ops, in.Also)
 	}
+	req := auth.Request{Partition: a.Partition, Type: acc.Type, Admin: in.Admin}
+	for _, op := range ops {
+		req.Op = op
+		if err := p.Grant.Allows(req); err != nil {
+			var d *auth.Denied
+			if errors.As(err, &d) {
+				return outcome.New(http.StatusForbidden, "forbidden", d.Error())
+			}
+			return outcome.New(http.StatusForbidden, "forbidden", err.Error())
+		}
+	}
+	req.Op = in.Op
 	if p.Grant.NeedsPatientCompartment(req) {
 		// patient/ scopes limit access to one patient's compartment, which
 		// needs a launch context Kiln does not issue yet.

@@ -118,6 +118,11 @@ func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *ca
 	if !profiles.IsResourceType(ctype) {
 		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(ctype))
 	}
+	// The compartment's own resource is read as well as the type searched
+	// (docs/authorization.md: search-compartment).
+	if err := s.authorize(r.Context(), Access{Interaction: Read, Type: c.typ, ID: c.id}); err != nil {
+		return err
+	}
 	if err := s.authorize(r.Context(), Access{Interaction: SearchType, Type: ctype}); err != nil {
 		return err
 	}

@@ -272,6 +272,7 @@ func (g Grant) NeedsPatientCompartment(r Request) bool {
 type Interaction struct {
 	Name  string // e.g. "history-instance" or "$everything"
 	Op    Op     // the Op of the main Request; 0 when not authorized as one (see How)
+	Also  Op     // another Op the interaction needs on the same type (0: none)
 	Admin bool
 	How   string // what the caller authorizes, for the documentation
 }
@@ -290,7 +291,7 @@ var policyInteractions = []Interaction{
 	{Name: "search-compartment", Op: OpSearch, How: "read on the compartment resource (e.g. Patient) and search on each type searched"},
 	{Name: "create", Op: OpCreate, How: "create on the type; a conditional create also needs search on the type"},
 	{Name: "update", Op: OpUpdate, How: "update on the type; create too when the update creates; conditional: also search"},
-	{Name: "patch", Op: OpUpdate, How: "update on the type"},
+	{Name: "patch", Op: OpUpdate, Also: OpRead, How: "update and read on the type (the answer holds the resource, and a JSON Patch `test` would reveal its values)"},
 	{Name: "delete", Op: OpDelete, How: "delete on the type; conditional: also search"},
 	{Name: "batch", Op: 0, How: "each entry as its own interaction; refused entries fail alone"},
 	{Name: "transaction", Op: 0, How: "each entry as its own interaction; one refused entry refuses the whole transaction"},
