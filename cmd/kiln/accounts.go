@@ -77,8 +77,7 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(s.out, "reset the password of %s; revoked %d refresh-token session(s). Access tokens already issued stay valid until they expire (at most %s).\n",
-			u.Email, families, auth.TokenLifetime)
+		fmt.Fprintf(s.out, "reset the password of %s; ended %d session(s): its tokens issued before now are refused\n", u.Email, families)
 		return nil
 	case "list":
 		list, err := users.List(ctx)
@@ -99,14 +98,18 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		if *email == "" {
 			return usageError(s.err, synopsis(cmdName))
 		}
-		err := users.SetDisabled(ctx, *email, sub == "disable")
+		ended, err := a.auth.SetDisabled(ctx, *email, sub == "disable")
 		if errors.Is(err, store.ErrNotFound) {
 			return noUser(*email)
 		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(s.out, "user %s %sd\n", *email, sub)
+		if sub == "disable" {
+			fmt.Fprintf(s.out, "user %s disabled; ended %d session(s): its tokens issued before now are refused\n", *email, ended)
+		} else {
+			fmt.Fprintf(s.out, "user %s enabled\n", *email)
+		}
 		return nil
 	}
 	return fmt.Errorf("kiln admin user: no sub-command %q", sub) // the command table names only the cases above

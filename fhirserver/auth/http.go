@@ -206,7 +206,12 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 		unauthenticated(w, r)
 		return
 	}
-	if err := s.Tokens.Revoke(r.Context(), p.TokenID, p.Expiry); err != nil {
+	// The session ends: the token, and its refresh tokens (the family).
+	err := s.Tokens.Revoke(r.Context(), p.TokenID, p.Expiry)
+	if err == nil && p.SessionID != "" {
+		err = s.endFamily(r.Context(), p.SessionID)
+	}
+	if err != nil {
 		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be revoked")
 		return
 	}

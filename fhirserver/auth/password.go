@@ -31,12 +31,11 @@ func (u *Users) SetPassword(ctx context.Context, email, password string) (*User,
 	return user, nil
 }
 
-// ResetPassword sets a user's new password, then revokes every refresh
-// token family of the user, so that a session opened before the reset
+// ResetPassword sets a user's new password, then ends the user's
+// sessions (see endSessions), so that a session opened before the reset
 // (perhaps with a stolen password) cannot be continued. It returns the
-// user (nil if the password was not changed) and the number of families
-// revoked. Access tokens already issued are not tracked per user: they
-// stay valid until they expire (TokenLifetime).
+// user (nil if the password was not changed) and the number of refresh
+// token families revoked.
 //
 // The order matters: a login after the new hash is stored needs the new
 // password, and a refresh in between continues a family that is revoked
@@ -46,11 +45,47 @@ func (s *Service) ResetPassword(ctx context.Context, email, password string) (*U
 	if err != nil {
 		return nil, 0, err
 	}
-	n, err := s.revokeRefreshFamilies(ctx, user.Email)
+	n, err := s.endSessions(ctx, user)
 	if err != nil {
-		return user, n, fmt.Errorf("the password was changed, but the user's refresh tokens could not all be revoked: %w", err)
+		return user, n, fmt.Errorf("the password was changed, but the user's sessions could not all be ended: %w", err)
 	}
 	return user, n, nil
+}
+
+// SetDisabled disables (or enables) a user account. Disabling also ends
+// the user's sessions: tokens already issued are refused at once.
+func (s *Service) SetDisabled(ctx context.Context, email string, disabled bool) (int, error) {
+	if err := s.Users.SetDisabled(ctx, email, disabled); err != nil {
+		return 0, err
+	}
+	if !disabled {
+		return 0, nil
+	}
+	user, err := s.Users.Get(ctx, email)
+	if err != nil {
+		return 0, err
+	}
+	return s.endSessions(ctx, user)
+}
+
+// endSessions refuses every access token of user issued until now
+// (Tokens.NotBefore) and revokes its refresh token families; it returns
+// how many families.
+func (s *Service) endSessions(ctx context.Context, user *User) (int, error) {
+	if err := s.Tokens.NotBefore(ctx, "user/"+user.ID); err != nil {
+		return 0, err
+	}
+	return s.revokeRefreshFamilies(ctx, user.Email)
+}
+
+// endFamily revokes one refresh token family (a session: its refresh
+// tokens, whichever was last issued).
+func (s *Service) endFamily(ctx context.Context, family string) error {
+	err := s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // revoked already
+	}
+	return err
 }
 
 // revokeRefreshFamilies revokes the refresh token families of the account
@@ -69,14 +104,10 @@ func (s *Service) revokeRefreshFamilies(ctx context.Context, email string) (int,
 	}
 	n := 0
 	for f := range families {
-		err := s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: f, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
-		switch {
-		case errors.Is(err, store.ErrConflict): // revoked already
-		case err != nil:
+		if err := s.endFamily(ctx, f); err != nil {
 			return n, err
-		default:
-			n++
 		}
+		n++
 	}
 	return n, nil
 }

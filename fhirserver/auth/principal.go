@@ -17,6 +17,8 @@ type Principal struct {
 	Grant    Grant
 	TokenID  string
 	Expiry   time.Time
+	// SessionID is a user token's refresh-token family ("" for clients).
+	SessionID string
 }
 
 type principalKey struct{}
@@ -35,7 +37,7 @@ func FromContext(ctx context.Context) (*Principal, bool) {
 // principalOf turns verified claims into a principal.
 func principalOf(c *Claims) *Principal {
 	return &Principal{Subject: c.Subject, Role: c.Role, ClientID: c.ClientID, FHIRUser: c.FHIRUser, Grant: grantOf(c.Scope, c.Role),
-		TokenID: c.ID, Expiry: c.Expiry.Time()}
+		TokenID: c.ID, Expiry: c.Expiry.Time(), SessionID: c.SessionID}
 }
 
 // grants memoizes the grant of a (scope, role) pair: every request of a

@@ -132,7 +132,10 @@ func (s *Service) Login(ctx context.Context, email, password, ip string) (*Token
 func (s *Service) userToken(ctx context.Context, user *User, family string) (*TokenResponse, error) {
 	g, _ := ParseScopes(user.Scopes)
 	scope := g.String()
-	raw, _, err := s.Tokens.Issue(ctx, "user/"+user.ID, user.Role, user.FHIRUser, "", scope)
+	if family == "" {
+		family = randomID()
+	}
+	raw, _, err := s.Tokens.issue(ctx, Claims{Subject: "user/" + user.ID, Role: user.Role, FHIRUser: user.FHIRUser, Scope: scope, SessionID: family})
 	if err != nil {
 		return nil, err
 	}
@@ -165,9 +168,6 @@ func tokenHash(tok string) string {
 }
 
 func (s *Service) newRefresh(ctx context.Context, email, family string) (string, error) {
-	if family == "" {
-		family = randomID()
-	}
 	tok := randomID() + randomID()
 	v, _ := json.Marshal(refreshRecord{Email: email, Family: family})
 	err := s.records.PutRecord(ctx, store.Record{Kind: refreshKind, ID: tokenHash(tok), Version: 1, Value: v, Expires: s.now().Add(RefreshLifetime)})

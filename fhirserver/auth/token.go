@@ -39,6 +39,11 @@ type Claims struct {
 	Role     string           `json:"role,omitempty"`
 	FHIRUser string           `json:"fhirUser,omitempty"`
 	ClientID string           `json:"client_id,omitempty"`
+	// SessionID names the refresh-token family a user's token belongs to
+	// (logout ends the family); IssuedAtMilli is iat to the millisecond,
+	// compared with the subject's not-before time (see NotBefore).
+	SessionID     string `json:"sid,omitempty"`
+	IssuedAtMilli int64  `json:"iat_ms,omitempty"`
 }
 
 // TokenError is a token that must not be accepted; Reason is safe to
@@ -85,14 +90,18 @@ func NewTokens(keys *Keys, records store.Records, issuer, audience string, now f
 // Issue signs an access token for sub with the given scope; role, fhirUser
 // and clientID are optional.
 func (t *Tokens) Issue(ctx context.Context, sub, role, fhirUser, clientID, scope string) (string, Claims, error) {
+	return t.issue(ctx, Claims{Subject: sub, Role: role, FHIRUser: fhirUser, ClientID: clientID, Scope: scope})
+}
+
+// issue signs c, with the issuer, audience, times and id filled in.
+func (t *Tokens) issue(ctx context.Context, c Claims) (string, Claims, error) {
 	key, err := t.Keys.signer(ctx)
 	if err != nil {
 		return "", Claims{}, err
 	}
 	now := t.now()
-	c := Claims{Issuer: t.Issuer, Subject: sub, Audience: jwt.Audience{t.Audience},
-		Expiry: jwt.NewNumericDate(now.Add(TokenLifetime)), IssuedAt: jwt.NewNumericDate(now),
-		ID: randomID(), Scope: scope, Role: role, FHIRUser: fhirUser, ClientID: clientID}
+	c.Issuer, c.Audience, c.ID = t.Issuer, jwt.Audience{t.Audience}, randomID()
+	c.Expiry, c.IssuedAt, c.IssuedAtMilli = jwt.NewNumericDate(now.Add(TokenLifetime)), jwt.NewNumericDate(now), now.UnixMilli()
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key.priv},
 		(&jose.SignerOptions{}).WithType(accessTokenType).WithHeader(jose.HeaderKey("kid"), key.KID))
 	if err != nil {
@@ -209,7 +218,75 @@ func (t *Tokens) verify(ctx context.Context, raw string, now time.Time) (*Claims
 	if revoked {
 		return nil, invalid("revoked")
 	}
+	nb, err := t.notBefore(ctx, c.Subject)
+	if err != nil {
+		return nil, err
+	}
+	// Issued in the same millisecond as the change is not after it: refused.
+	if !nb.IsZero() && !c.issuedAt().After(nb) {
+		return nil, invalid("revoked: the account changed after the token was issued")
+	}
 	return &c, nil
+}
+
+// issuedAt is when c was issued, to the millisecond where it says.
+func (c *Claims) issuedAt() time.Time {
+	switch {
+	case c.IssuedAtMilli > 0:
+		return time.UnixMilli(c.IssuedAtMilli)
+	case c.IssuedAt != nil:
+		return c.IssuedAt.Time()
+	}
+	return time.Time{}
+}
+
+// notBeforeKind: per subject, the time before which its tokens are
+// refused (an account disabled, its password reset or its scopes changed).
+const notBeforeKind = "not-before"
+
+// NotBefore refuses every token of sub issued before now, on every
+// instance sharing the store within recheckRevoked (the verify cache's
+// window), at once on this one. The record lasts as long as a token can.
+func (t *Tokens) NotBefore(ctx context.Context, sub string) error {
+	now := t.now()
+	t.mu.Lock()
+	for raw, v := range t.verified {
+		if v.claims.Subject == sub {
+			delete(t.verified, raw)
+		}
+	}
+	t.mu.Unlock()
+	v, _ := now.UTC().MarshalText()
+	for {
+		prev, err := t.records.GetRecord(ctx, notBeforeKind, sub)
+		rec := store.Record{Kind: notBeforeKind, ID: sub, Version: 1, Value: v, Expires: now.Add(TokenLifetime + clockSkew)}
+		switch {
+		case err == nil:
+			rec.Version = prev.Version + 1
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		err = t.records.PutRecord(ctx, rec)
+		if !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+}
+
+// notBefore is sub's not-before time (zero: none).
+func (t *Tokens) notBefore(ctx context.Context, sub string) (time.Time, error) {
+	rec, err := t.records.GetRecord(ctx, notBeforeKind, sub)
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("auth: not-before: %w", err)
+	}
+	var nb time.Time
+	if err := nb.UnmarshalText(rec.Value); err != nil {
+		return time.Time{}, fmt.Errorf("auth: not-before of %s: %w", sub, err)
+	}
+	return nb, nil
 }
 
 // Revoke denies the token id jti until exp (when the token would have
