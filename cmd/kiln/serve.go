@@ -19,6 +19,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -127,6 +128,9 @@ func loadCertificate(cfg serveConfig) (cert tls.Certificate, certFile string, se
 		if err != nil {
 			return cert, "", false, fmt.Errorf("self-signed certificate: %w", err)
 		}
+	}
+	if err := crypt.CheckPrivate(keyFile, "TLS private key"); err != nil {
+		return cert, "", false, err
 	}
 	cert, err = tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {

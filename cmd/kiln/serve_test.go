@@ -203,3 +203,31 @@ func TestDevCertificateIsKept(t *testing.T) {
 		t.Errorf("key file mode: %v %v", info.Mode(), err)
 	}
 }
+
+// The TLS private key is held to the master key's rule: a key file other
+// users can read is refused at start, whether generated or configured.
+func TestTLSKeyModeIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := serveConfig{DataDir: dir}
+	if _, _, _, err := loadCertificate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "tls", "key.pem")
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]serveConfig{
+		"self-signed": cfg,
+		"configured":  {DataDir: t.TempDir(), TLSCert: filepath.Join(dir, "tls", "cert.pem"), TLSKey: key},
+	} {
+		if _, _, _, err := loadCertificate(c); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("%s: a key readable by others was accepted: %v", name, err)
+		}
+	}
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := loadCertificate(cfg); err != nil {
+		t.Errorf("mode 600: %v", err)
+	}
+}

@@ -54,7 +54,7 @@ func LoadKeyring(dataDir string, env func(string) (string, bool)) (*Keyring, err
 		return nil, err
 	}
 	defer clear(data)
-	if err := checkPrivate(path); err != nil {
+	if err := CheckPrivate(path, "master key file"); err != nil {
 		return nil, err
 	}
 	keys, err := parseFileKeys(data)
@@ -206,18 +206,20 @@ func createKeyFile(dataDir, path string) ([]byte, error) {
 	return data, nil
 }
 
-// checkPrivate refuses a key file that users other than the owner can
-// read or write (not checked on Windows, whose modes do not say so).
-func checkPrivate(path string) error {
+// CheckPrivate refuses a private key file (what names it: "master key
+// file", "TLS private key") that users other than the owner can read or
+// write; every secret file of the server is held to the same rule (not
+// checked on Windows, whose modes do not say so).
+func CheckPrivate(path, what string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("crypt: master key file: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("crypt: master key file %s has mode %#o: other users can access it; run chmod 600 on it", path, perm)
+		return fmt.Errorf("%s %s has mode %#o: other users can access it; run chmod 600 on it", what, path, perm)
 	}
 	return nil
 }
