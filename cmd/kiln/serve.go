@@ -45,13 +45,16 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	ln, err := httpserver.Listen(cfg.Addr, httpserver.TLSConfig(cert))
-	if err != nil {
-		return err
-	}
+	// The banner comes before the port opens: whoever connects finds it
+	// printed, and the first admin's password, created above, is shown
+	// even if the address turns out to be taken.
 	printBanner(out, cfg, certFile, httpserver.Fingerprint(cert), selfSigned)
 	if created {
 		printFirstAdmin(out, cfg, certFile, email, password)
+	}
+	ln, err := httpserver.Listen(cfg.Addr, httpserver.TLSConfig(cert))
+	if err != nil {
+		return err
 	}
 	logger.Info("serving", "addr", ln.Addr().String(), "base_url", cfg.BaseURL, "version", version)
 	mctx, stopMaintain := context.WithCancel(ctx)
