@@ -42,7 +42,7 @@ func (s *Service) Require(next http.Handler) http.Handler {
 		}
 		raw, ok := bearer(r)
 		if !ok {
-			if usedBearer(r) {
+			if usedScheme(r, "Bearer") {
 				unauthorized(w, r, "the bearer token is empty")
 			} else {
 				unauthenticated(w, r)
@@ -74,17 +74,23 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// usedBearer reports whether the request tried the Bearer scheme, a token
-// or not.
-func usedBearer(r *http.Request) bool {
-	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	return strings.EqualFold(scheme, "Bearer")
+// usedScheme reports whether the request's Authorization names scheme
+// (Basic, Bearer), whatever follows.
+func usedScheme(r *http.Request, scheme string) bool {
+	s, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(s, scheme)
+}
+
+// invalidTokenChallenge is the WWW-Authenticate of a refused bearer token
+// (RFC 6750 §3.1).
+func invalidTokenChallenge(reason string) string {
+	return `Bearer realm="kiln", error="invalid_token", error_description="` + strings.ReplaceAll(reason, `"`, "'") + `"`
 }
 
 // unauthorized answers a bearer token that was refused: the challenge
 // says invalid_token and why (RFC 6750 §3.1).
 func unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	w.Header().Set("WWW-Authenticate", invalidTokenChallenge(reason))
 	write401(w, r, reason)
 }
 

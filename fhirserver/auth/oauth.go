@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // oauthError is the RFC 6749 §5.2 error body.
@@ -25,21 +24,16 @@ func oauthError(w http.ResponseWriter, status int, code, description string) {
 // authenticating in the body gets no challenge, which clients such as
 // openid-client would otherwise report instead of the body.
 func invalidClient(w http.ResponseWriter, r *http.Request, description string) {
-	if usedBasic(r) {
+	if usedScheme(r, "Basic") {
 		w.Header().Set("WWW-Authenticate", `Basic realm="kiln"`)
 	}
 	oauthError(w, http.StatusUnauthorized, "invalid_client", description)
 }
 
-func usedBasic(r *http.Request) bool {
-	scheme, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	return strings.EqualFold(scheme, "Basic")
-}
-
 // invalidToken answers a bad bearer token at an OAuth endpoint (RFC 6750
 // §3), with the RFC 6749 body.
 func invalidToken(w http.ResponseWriter, reason string) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln", error="invalid_token", error_description="`+strings.ReplaceAll(reason, `"`, "'")+`"`)
+	w.Header().Set("WWW-Authenticate", invalidTokenChallenge(reason))
 	oauthError(w, http.StatusUnauthorized, "invalid_token", reason)
 }
 
@@ -210,7 +204,7 @@ func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
 			methods++
 		}
 	}
-	if methods != 1 || usedBasic(r) && !basic { // or a Basic header that does not parse
+	if methods != 1 || usedScheme(r, "Basic") && !basic { // or a Basic header that does not parse
 		return nil, ErrInvalidClient
 	}
 	switch {
@@ -243,7 +237,7 @@ func (s *Service) authenticateClient(r *http.Request) (*Client, error) {
 // token endpoint, and the endpoint the assertion was sent to.
 func (s *Service) assertionAudiences(r *http.Request) []string {
 	auds := []string{s.Tokens.Issuer, s.TokenEndpoint}
-	if r.URL.Path != "/auth/token" {
+	if r.URL.Path != pathToken {
 		auds = append(auds, s.Tokens.Issuer+r.URL.Path)
 	}
 	return auds
@@ -252,7 +246,7 @@ func (s *Service) assertionAudiences(r *http.Request) []string {
 // clientCredentials reports whether the request carries client
 // credentials (a client_id alone authenticates nothing).
 func clientCredentials(r *http.Request) bool {
-	return usedBasic(r) || r.PostForm.Get("client_secret") != "" || r.PostForm.Get("client_assertion") != ""
+	return usedScheme(r, "Basic") || r.PostForm.Get("client_secret") != "" || r.PostForm.Get("client_assertion") != ""
 }
 
 // authenticateCaller authenticates the caller of /auth/revoke and

@@ -78,16 +78,6 @@ func (s *Service) endSessions(ctx context.Context, user *User) (int, error) {
 	return s.revokeRefreshFamilies(ctx, user.Email)
 }
 
-// endFamily revokes one refresh token family (a session: its refresh
-// tokens, whichever was last issued).
-func (s *Service) endFamily(ctx context.Context, family string) error {
-	err := s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
-	if errors.Is(err, store.ErrConflict) {
-		return nil // revoked already
-	}
-	return err
-}
-
 // revokeRefreshFamilies revokes the refresh token families of the account
 // with that (normalized) email.
 func (s *Service) revokeRefreshFamilies(ctx context.Context, email string) (int, error) {

@@ -200,7 +200,7 @@ func (s *Service) Refresh(ctx context.Context, tok, ip string) (*TokenResponse, 
 	}
 	if rr.Used {
 		// Reuse: someone holds a copy. End the family for both.
-		_ = s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: rr.Family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
+		_ = s.endFamily(ctx, rr.Family)
 		s.audit(ctx, Event{Action: "refresh", IP: ip, Reason: "refresh token reused: family revoked"})
 		return nil, ErrInvalidGrant
 	}
@@ -223,6 +223,16 @@ func (s *Service) Refresh(ctx context.Context, tok, ip string) (*TokenResponse, 
 	}
 	s.audit(ctx, Event{Action: "refresh", Subject: "user/" + user.ID, IP: ip, Success: true})
 	return resp, nil
+}
+
+// endFamily revokes one refresh token family (a session: its refresh
+// tokens, whichever was last issued).
+func (s *Service) endFamily(ctx context.Context, family string) error {
+	err := s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // revoked already
+	}
+	return err
 }
 
 // Authenticate verifies a bearer token and returns its principal.
@@ -294,11 +304,7 @@ func (s *Service) RevokeToken(ctx context.Context, tok string, by Caller) error 
 			return ErrNotTokenOwner
 		}
 	}
-	err = s.records.PutRecord(ctx, store.Record{Kind: familyKind, ID: rr.Family, Version: 1, Value: []byte{1}, Expires: s.now().Add(RefreshLifetime)})
-	if errors.Is(err, store.ErrConflict) {
-		return nil
-	}
-	return err
+	return s.endFamily(ctx, rr.Family)
 }
 
 // ownsAccessToken: a client token belongs to the client authenticated by

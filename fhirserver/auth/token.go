@@ -249,13 +249,7 @@ const notBeforeKind = "not-before"
 // window), at once on this one. The record lasts as long as a token can.
 func (t *Tokens) NotBefore(ctx context.Context, sub string) error {
 	now := t.now()
-	t.mu.Lock()
-	for raw, v := range t.verified {
-		if v.claims.Subject == sub {
-			delete(t.verified, raw)
-		}
-	}
-	t.mu.Unlock()
+	t.forgetWhere(func(c *Claims) bool { return c.Subject == sub })
 	v, _ := now.UTC().MarshalText()
 	for {
 		prev, err := t.records.GetRecord(ctx, notBeforeKind, sub)
@@ -289,16 +283,22 @@ func (t *Tokens) notBefore(ctx context.Context, sub string) (time.Time, error) {
 	return nb, nil
 }
 
-// Revoke denies the token id jti until exp (when the token would have
-// expired anyway, so the list stays small).
-func (t *Tokens) Revoke(ctx context.Context, jti string, exp time.Time) error {
+// forgetWhere drops the verified tokens whose claims match from the
+// cache, so that this instance checks them again at once.
+func (t *Tokens) forgetWhere(match func(*Claims) bool) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for raw, v := range t.verified {
-		if v.claims.ID == jti {
+		if match(&v.claims) {
 			delete(t.verified, raw)
 		}
 	}
-	t.mu.Unlock()
+}
+
+// Revoke denies the token id jti until exp (when the token would have
+// expired anyway, so the list stays small).
+func (t *Tokens) Revoke(ctx context.Context, jti string, exp time.Time) error {
+	t.forgetWhere(func(c *Claims) bool { return c.ID == jti })
 	err := t.records.PutRecord(ctx, store.Record{Kind: revokedKind, ID: jti, Version: 1, Value: []byte{1}, Expires: exp.Add(clockSkew)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil // already revoked
