@@ -73,6 +73,17 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
+// body reserves budget for r's body and returns the reader to read it
+// through: a declared length is reserved at once; a body of unknown length
+// (chunked, or decoded from gzip) reserves as its bytes arrive.
+func (b *budget) body(r *http.Request) (_ io.Reader, release func(), err error) {
+	if r.ContentLength >= 0 {
+		release, err = b.acquire(r.Context(), r.ContentLength)
+		return r.Body, release, err
+	}
+	return b.reader(r.Context(), r.Body)
+}
+
 // growingReserve is the first reservation of a body of unknown length
 // (sent chunked, or decoded from gzip).
 const growingReserve = 64 << 10

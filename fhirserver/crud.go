@@ -3,7 +3,6 @@ package fhirserver
 import (
 	"context"
 	"errors"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -139,16 +138,7 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
 			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
 	}
-	// A declared length is reserved at once; a body of unknown length
-	// (chunked, or decoded from gzip) reserves as its bytes arrive.
-	var src io.Reader = r.Body
-	var release func()
-	var err error
-	if r.ContentLength >= 0 {
-		release, err = s.budget.acquire(r.Context(), r.ContentLength)
-	} else {
-		src, release, err = s.budget.reader(r.Context(), r.Body)
-	}
+	src, release, err := s.budget.body(r)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}

@@ -112,12 +112,12 @@ func (s *Server) readRaw(r *http.Request) ([]byte, error) {
 	if err := checkContentType(r); err != nil {
 		return nil, err
 	}
-	release, err := s.budget.acquire(r.Context(), s.cfg.Limits.MaxResourceBytes)
+	src, release, err := s.budget.body(r)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	return fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
+	return fhirjson.ReadBody(src, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
 }
 
 // validateRequest is what a $validate body asks.
