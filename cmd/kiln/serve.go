@@ -189,18 +189,18 @@ func maintain(ctx context.Context, a *app, cfg serveConfig, logger *slog.Logger)
 // token in TOKEN (with sed, which every such shell has; jq may be
 // missing), and use it. password is "" when it came from
 // KILN_ADMIN_PASSWORD: the commands then read the variable rather than
-// print it (a password holding " or \ would need JSON escaping there).
+// print it.
 func printFirstAdmin(out io.Writer, cfg serveConfig, certFile, email, password string) {
 	shown := password
-	emailJSON, _ := json.Marshal(email)
+	emailJSON := jsonString(email)
 	// The body: printed whole, or, for a password given in the environment
 	// (never printed), built by the shell from the variable, escaped for
 	// JSON ('"' and '\').
-	body := "-d " + shellQuote(`{"email":`+string(emailJSON)+`,"password":`+jsonString(password)+`}`)
+	body := "-d " + shellQuote(`{"email":`+emailJSON+`,"password":`+jsonString(password)+`}`)
 	pre := ""
 	if password == "" {
 		shown = "(from KILN_ADMIN_PASSWORD: set it in the shell you paste into, e.g. read -rs KILN_ADMIN_PASSWORD)"
-		pre = "printf '{\"email\":%s,\"password\":\"%s\"}' " + shellQuote(string(emailJSON)) +
+		pre = "printf '{\"email\":%s,\"password\":\"%s\"}' " + shellQuote(emailJSON) +
 			` "$(printf '%s' "$KILN_ADMIN_PASSWORD" | sed 's/[\\"]/\\&/g')" | `
 		body = "--data-binary @-"
 	}
@@ -215,6 +215,7 @@ func printFirstAdmin(out io.Writer, cfg serveConfig, certFile, email, password s
 `, email, shown, pre, cert, shellQuote(base+"/auth/login"), body, cert, shellQuote(base+"/fhir/Patient"))
 }
 
+// jsonString is s as a JSON string.
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)

@@ -108,25 +108,25 @@ type Options struct {
 // Chain wraps h with the middleware every route gets, outermost first:
 // request id, security headers, access log, CORS (preflights are answered
 // here, before authentication), HEAD as GET, response compression, panic
-// recovery, deadline, trailing slash, request-body decoding, body limit. Authentication and scope enforcement are not here: the FHIR
-// service's single authorization point checks each interaction (see
+// recovery, deadline, trailing slash, request-body decoding, body limit.
+// Authentication and scope enforcement are not here: the FHIR service's
+// single authorization point checks each interaction (see
 // fhirserver.Authorizer), because one HTTP request (a Bundle) can hold many.
 // Panics become the platform's JSON error; the FHIR API recovers its own
 // (see Recover) to answer with an OperationOutcome.
 func Chain(h http.Handler, o Options) http.Handler {
-	refuse := o.Error
 	h = limitBody(h, o.MaxBody)
-	h = decodeBody(h, o.MaxBody, refuse)
+	h = decodeBody(h, o.MaxBody, o.Error)
 	h = trimTrailingSlash(h)
 	h = deadline(h)
 	h = Recover(o.Logger, func(w http.ResponseWriter, r *http.Request) {
-		refuse(w, r, http.StatusInternalServerError, "internal", "internal server error")
+		o.Error(w, r, http.StatusInternalServerError, "internal", "internal server error")
 	})(h)
 	h = compress(h)
 	// Before compression: gzhttp leaves HEAD alone, and a HEAD must get
 	// the headers its GET would (Content-Encoding included).
 	h = headAsGet(h)
-	h = cors(h, o.CORSOrigins, refuse)
+	h = cors(h, o.CORSOrigins, o.Error)
 	h = accessLog(h, o.Logger)
 	h = securityHeaders(h)
 	return requestID(h)
@@ -169,12 +169,14 @@ func oauthErrorCode(status int) string {
 }
 
 // fhirIssueCode is the OperationOutcome issue code of the statuses the
-// chain answers.
+// chain and the router answer.
 func fhirIssueCode(status int) string {
 	switch status {
 	case http.StatusForbidden:
 		return "forbidden"
-	case http.StatusUnsupportedMediaType:
+	case http.StatusNotFound:
+		return "not-found"
+	case http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType:
 		return "not-supported"
 	case http.StatusInternalServerError:
 		return "exception"
