@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,43 +34,44 @@ func freeAddr(t *testing.T) string {
 
 // startServe runs `kiln serve` in-process on a loopback port with a fresh
 // data folder, and returns a client that trusts its self-signed certificate.
+// A free port can be taken by another test binary between freeAddr and the
+// server's bind, so the server counts as up only when the port presents its
+// own certificate, and a lost bind is retried on another port.
 func startServe(t *testing.T, extra ...string) (addr string, client *http.Client, out *syncbuf.Buffer, stop func() error) {
 	t.Helper()
-	addr = freeAddr(t)
-	data := t.TempDir()
+	chosen := ""
 	if i := slices.Index(extra, "--data"); i >= 0 && i+1 < len(extra) {
-		data = extra[i+1] // a test that needs the folder chose it
+		chosen = extra[i+1] // a test that needs the folder chose it
 	}
-	out = &syncbuf.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, extra...), nil, out, out)
-	}()
-	certFile := filepath.Join(data, "tls", "cert.pem")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
+	var (
+		cancel context.CancelFunc
+		done   chan error
+		pool   *x509.CertPool
+	)
+	for attempt := 0; ; attempt++ {
+		addr = freeAddr(t)
+		data := chosen
+		if data == "" {
+			data = t.TempDir() // fresh per attempt: the first admin is printed once per folder
+		}
+		out = &syncbuf.Buffer{}
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		done = make(chan error, 1)
+		go func(out *syncbuf.Buffer, done chan error) {
+			done <- run(ctx, append([]string{"serve", "--addr", addr, "--data", data, "--log-level", "warn"}, extra...), nil, out, out)
+		}(out, done)
+		var err error
+		pool, err = awaitOwnServer(addr, filepath.Join(data, "tls", "cert.pem"), done)
+		if err == nil {
 			break
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v\n%s", err, out.String())
-		default:
+		cancel()
+		if attempt < 3 && errors.Is(err, syscall.EADDRINUSE) {
+			continue
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("server did not start:\n%s", out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		t.Fatalf("server did not start: %v\n%s", err, out.String())
 	}
-	pem, err := os.ReadFile(certFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
 	client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
 	}}
@@ -92,6 +96,30 @@ func startServe(t *testing.T, extra ...string) (addr string, client *http.Client
 	}
 	t.Cleanup(func() { _ = stop() })
 	return addr, client, out, stop
+}
+
+// awaitOwnServer waits until addr presents the certificate of certFile, and
+// returns a pool that trusts it; it fails when the server exits first.
+func awaitOwnServer(addr, certFile string, done <-chan error) (*x509.CertPool, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			return nil, fmt.Errorf("serve exited early: %w", err)
+		default:
+		}
+		if pem, err := os.ReadFile(certFile); err == nil {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+			if err == nil {
+				conn.Close()
+				return pool, nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, errors.New("no answer with its certificate in 20 s")
 }
 
 func TestServeEndToEnd(t *testing.T) {
