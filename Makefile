@@ -11,7 +11,7 @@ SHARED   ?= ../shared
 # (go env -w GOFLAGS settings are kept: the environment would override them.)
 export GOFLAGS := $(strip $(shell $(GO) env GOFLAGS) -trimpath)
 
-.PHONY: build run test test-race test-mongo test-clients bench definitions lint fuzz conformance clean
+.PHONY: build run test test-security test-race test-mongo test-clients bench definitions lint fuzz conformance clean
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kiln
@@ -25,6 +25,12 @@ SHARED_ENV := $(if $(wildcard $(SHARED)/fhir),KILN_SHARED=$(abspath $(SHARED)))
 
 test:
 	$(SHARED_ENV) $(GO) test -count=1 ./...
+
+# The slow half of the security battery (tests named TestSecurity…, which
+# make test skips): the erasure canary sweep over the data folder and the
+# write-size series. The fast security tests are part of make test.
+test-security:
+	$(SHARED_ENV) KILN_TEST_SECURITY=1 $(GO) test -count=1 -run 'Security' ./...
 
 # The store conformance suite and the HTTP tests on the MongoDB store at
 # MONGODB_URI (a real replica set, or the FerretDB stand-in .ci/run starts).
