@@ -67,7 +67,29 @@ func (s *Server) ErasePatient(ctx context.Context, id string, e Erasure) (Erased
 	if errors.Is(err, store.ErrTransactionsUnsupported) {
 		err = s.erase(ctx, s.store, id, e, &out)
 	}
+	if err == nil {
+		err = s.forget(ctx)
+	}
 	return out, clientError(err)
+}
+
+// forget has the store remove, from its own files, the copies of what the
+// erasure replaced (store.Forgetter: the SQLite WAL's frames), before the
+// erasure is reported done. Inside a caller's transaction that is the
+// caller's to do after its commit. A failure is a 503: the erasure is
+// committed, and repeating it (which finds nothing left to anonymize)
+// runs forget again.
+func (s *Server) forget(ctx context.Context) error {
+	f, ok := s.store.(store.Forgetter)
+	if _, inTx := txFrom(ctx); !ok || inTx {
+		return nil
+	}
+	if err := f.Forget(ctx); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "erasure: the store kept copies of the erased data", "err", err)
+		return outcome.New(http.StatusServiceUnavailable, "transient",
+			"the patient was anonymized, but the database files could not yet be cleared of the old copies; repeat the erasure")
+	}
+	return nil
 }
 
 // rewriterOf is the store's in-place rewrite where tx offers it.

@@ -95,7 +95,7 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (_ *app,
 	if a.audit, err = openAuditStore(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if a.rec, err = newRecorder(ctx, a.audit, a); err != nil {
+	if a.rec, err = newRecorder(ctx, a.audit, a, cfg); err != nil {
 		a.audit.Close()
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -41,9 +42,15 @@ func openAuditStore(ctx context.Context, cfg serveConfig) (auditLog, error) {
 	return l, nil
 }
 
-func newRecorder(ctx context.Context, l audit.Log, a *app) (*audit.Recorder, error) {
+// newRecorder records into l, keying the values of recorded queries with
+// the data folder's audit query key.
+func newRecorder(ctx context.Context, l audit.Log, a *app, cfg serveConfig) (*audit.Recorder, error) {
+	key, err := loadAuditQueryKey(cfg.DataDir, a.store)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
-	return audit.NewRecorder(ctx, l, audit.Options{Source: audit.Source{Observer: "kiln", Site: host}, Logger: a.logger})
+	return audit.NewRecorder(ctx, l, audit.Options{Source: audit.Source{Observer: "kiln", Site: host}, Logger: a.logger, QueryKey: key})
 }
 
 // authEvent turns an issuer event into an AuditEvent.
@@ -214,5 +221,55 @@ func runAuditVerify(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("the audit chain is broken at %s", rep.FirstBroken)
 	}
 	fmt.Fprintf(stdout, "audit verify: the chain of %d records is intact\n", rep.Checked)
+	return nil
+}
+
+// runAuditHMAC is `kiln admin audit hmac`: the tag (audit.ValueTag) an
+// audit record holds for each value, under the data folder's audit query
+// key (or the MongoDB store's, as kiln serve would use). A value on the
+// command line shows in the shell's history and the process list; on
+// standard input, one per line, it does not. A data folder without the
+// key is an error: a new key would confirm nothing.
+func runAuditHMAC(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs, data := accountFlags("kiln admin audit hmac", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := parseServeConfig([]string{"--data", *data}, os.LookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	var key []byte
+	if cfg.MongoURI != "" {
+		st, err := openStore(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if key, err = loadAuditQueryKey(cfg.DataDir, st); err != nil {
+			return err
+		}
+	} else {
+		path := filepath.Join(cfg.DataDir, auditQueryKeyFile)
+		if key, err = os.ReadFile(path); err != nil || len(key) < 32 {
+			return fmt.Errorf("no audit query key in %s (%v): the audit records of this folder were keyed by none, or it is not a data folder", cfg.DataDir, err)
+		}
+	}
+	values := fs.Args()
+	if len(values) == 0 {
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			values = append(values, strings.TrimRight(sc.Text(), "\r"))
+		}
+		if err := sc.Err(); err != nil {
+			return err
+		}
+	}
+	if len(values) == 0 {
+		return usageError(stderr, synopsis("admin audit hmac"))
+	}
+	for _, v := range values {
+		fmt.Fprintln(stdout, audit.ValueTag(key, v))
+	}
 	return nil
 }

@@ -115,6 +115,11 @@ func commands() []command {
 			run: func(ctx context.Context, args []string, s stdio) error {
 				return runAuditVerify(ctx, args, s.out, s.err)
 			}},
+		{name: "admin audit hmac", args: "--data DIR [VALUE…]",
+			help: "print the tag an audit record holds in place of a searched value (its\nHMAC under the data folder's audit query key), for each VALUE or each\nline of standard input; exact: case and spaces matter",
+			run: func(ctx context.Context, args []string, s stdio) error {
+				return runAuditHMAC(ctx, args, s.in, s.out, s.err)
+			}},
 		{name: "admin token", args: `--data DIR [--base-url URL] [--scopes "…"]`,
 			help: "print an access token minted from the data folder's keys (every scope\nand role admin by default), for scripts and load tests",
 			run: func(ctx context.Context, args []string, s stdio) error {

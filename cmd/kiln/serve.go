@@ -251,29 +251,46 @@ func (c serveConfig) storeDescription() string {
 // loadCursorKey reads the key that seals search page cursors from the data
 // folder, creating it once: cursors then survive a restart.
 func loadCursorKey(dir string, st store.Store) ([]byte, error) {
-	// Instances sharing a MongoDB share its key, so that any of them
-	// accepts the page links of another.
+	return loadSecret(dir, st, "cursor-key", "cursor.key", "the cursor key")
+}
+
+// auditQueryKeyFile is the audit query key's file in the data folder.
+const auditQueryKeyFile = "audit-query.key"
+
+// loadAuditQueryKey reads the key of the tags that stand for the values
+// of recorded queries (audit.KeyedQuery), creating it at the first start.
+// It must outlive the audit records it keyed: without it their tags can
+// no longer be confirmed (docs/erasure.md).
+func loadAuditQueryKey(dir string, st store.Store) ([]byte, error) {
+	return loadSecret(dir, st, "audit-query-key", auditQueryKeyFile, "the audit query key")
+}
+
+// loadSecret reads a 32-byte secret of the server, creating it once:
+// from the MongoDB store when there is one (instances sharing it share
+// the secret, so that any of them accepts the page links of another and
+// keys audit tags alike), else from file in the data folder, mode 0600.
+func loadSecret(dir string, st store.Store, name, file, what string) ([]byte, error) {
 	if shared, ok := st.(interface {
 		Secret(ctx context.Context, name string, size int) ([]byte, error)
 	}); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return shared.Secret(ctx, "cursor-key", 32)
+		return shared.Secret(ctx, name, 32)
 	}
-	path := filepath.Join(dir, "cursor.key")
+	path := filepath.Join(dir, file)
 	key, err := os.ReadFile(path)
 	if err == nil && len(key) >= 32 {
 		return key, nil
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading the cursor key: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
 	key = make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
-		return nil, fmt.Errorf("creating the cursor key: %w", err)
+		return nil, fmt.Errorf("creating %s: %w", what, err)
 	}
 	if err := os.WriteFile(path, key, 0o600); err != nil {
-		return nil, fmt.Errorf("writing the cursor key: %w", err)
+		return nil, fmt.Errorf("writing %s: %w", what, err)
 	}
 	return key, nil
 }

@@ -211,8 +211,9 @@ type Entity struct {
 	// Path is the platform endpoint's path template, e.g.
 	// "/v1/tele/sessions/{id}", for interactions outside /fhir.
 	Path string
-	// Query is the raw query string of a search (recorded base64-encoded in
-	// entity.query, as FHIR requires).
+	// Query is the raw query string of a search. The Recorder records it
+	// keyed (KeyedQuery: names kept, each value replaced by its HMAC tag),
+	// base64-encoded in entity.query as FHIR requires.
 	Query string
 }
 

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,11 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// QueryKey keys the tags that replace the values of a recorded query
+	// (KeyedQuery): the server's audit query key, so that its tags can
+	// be confirmed later. Empty: a random key for this Recorder alone,
+	// whose tags nobody can confirm (never the raw values).
+	QueryKey []byte
 }
 
 // Recorder appends AuditEvents to the audit partition. It is safe for
@@ -105,6 +111,10 @@ func NewRecorder(ctx context.Context, dst Log, opts Options) (*Recorder, error) 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if len(opts.QueryKey) == 0 {
+		opts.QueryKey = make([]byte, 32)
+		rand.Read(opts.QueryKey)
+	}
 	t, err := readTail(ctx, dst)
 	if err != nil {
 		return nil, fmt.Errorf("audit: find the chain's tail: %w", err)
@@ -157,6 +167,8 @@ func (r *Recorder) Record(ctx context.Context, e Event) error {
 	if e.Time.IsZero() {
 		e.Time = r.opts.Now()
 	}
+	// Before the event is queued: no raw value is held even in memory.
+	e.Entity.Query = KeyedQuery(r.opts.QueryKey, e.Entity.Query)
 	elements := e.elements(r.opts.Source)
 	for {
 		r.mu.Lock()

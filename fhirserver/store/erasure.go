@@ -75,3 +75,15 @@ func CheckSequenceName(name string) error {
 	}
 	return nil
 }
+
+// Forgetter is a store whose files can keep what a commit replaced (a
+// write-ahead log's frames, free space inside pages) until later writes
+// overwrite it. Forget makes the content that committed writes replaced
+// or deleted unrecoverable from the store's own files, or fails: an
+// erasure calls it after it commits, and claims the erasure done only
+// when it succeeds. Safe to call again (a retried erasure does).
+// Stores that never keep such copies, or cannot remove them (a database
+// server's own files), do not implement it.
+type Forgetter interface {
+	Forget(ctx context.Context) error
+}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -179,6 +180,66 @@ func BenchmarkHistoryPage(b *testing.B) {
 				}
 				cur = page.Next
 			}
+		})
+	}
+}
+
+// BenchmarkSecureDelete: what zeroing freed space costs the writer, with
+// it (the default) and without: updates of Observations with their index
+// rows (each update frees the old rows' cells, which secure_delete
+// zeroes), and creates of 100 per transaction (which free nothing).
+func BenchmarkSecureDelete(b *testing.B) {
+	for _, mode := range []string{"on", "off"} {
+		b.Run("update/secure_delete="+mode, func(b *testing.B) {
+			s, err := open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), options{synchronous: defaultSynchronous, keepFreed: mode == "off"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			r := rand.New(rand.NewPCG(5, 6))
+			const n = 1000
+			versions := make([]int64, n)
+			for i := range n {
+				if err := s.Put(context.Background(), observationWrite(r, i%100, i)); err != nil {
+					b.Fatal(err)
+				}
+				versions[i] = 1
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				k := i % n
+				w := observationWrite(r, k%100, k)
+				versions[k]++
+				w.Version, w.Method = versions[k], store.MethodUpdate
+				if err := s.Put(context.Background(), w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "updates/s")
+		})
+		b.Run("create100/secure_delete="+mode, func(b *testing.B) {
+			s, err := open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), options{synchronous: defaultSynchronous, keepFreed: mode == "off"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			r := rand.New(rand.NewPCG(3, 4))
+			i := 0
+			for b.Loop() {
+				err := s.Transact(context.Background(), func(tx store.Tx) error {
+					for range 100 {
+						if err := tx.Put(context.Background(), observationWrite(r, i%1000, i)); err != nil {
+							return err
+						}
+						i++
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "resources/s")
 		})
 	}
 }

@@ -77,6 +77,13 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 		// journal_size_limit truncates the WAL after checkpoints so a burst
 		// of writes does not leave a large file behind.
 		pragmas = append(pragmas, "journal_mode(WAL)", "journal_size_limit(67108864)")
+		// Freed space is zeroed: an UPDATE or DELETE otherwise leaves the
+		// old cell's bytes in the unused space of its page (and freed
+		// pages on the freelist) until later writes happen to reuse it,
+		// which is how an erased patient's name survived in the pages of
+		// search_keys and resource_versions (docs/erasure.md, with its
+		// measured cost). Per connection: every writing connection sets it.
+		pragmas = append(pragmas, "secure_delete(1)")
 	}
 	pragmas = append(pragmas,
 		"synchronous("+synchronous+")",

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -104,4 +107,50 @@ func (s *Store) rewrite(ctx context.Context, tx *writeTx, w store.Write) error {
 		return wrapErr(ctx, ref+": index rows", err)
 	}
 	return nil
+}
+
+var _ store.Forgetter = (*Store)(nil)
+
+// forgetAttempts bounds Forget: each attempt may wait busyTimeoutMS for
+// readers still on older WAL frames, so an erasure answers within about
+// forgetAttempts × 5 s, with an error when readers never let go.
+const forgetAttempts = 3
+
+// Forget copies every committed frame of the WAL into the database and
+// truncates the WAL to zero bytes (PRAGMA wal_checkpoint(TRUNCATE)), so
+// that no frame holding replaced content stays in clinical.db-wal; with
+// secure_delete on (dsn), the space the replaced content took in the
+// database file was zeroed when it was freed. The checkpoint runs on the
+// writer connection, after the commits it must cover, and waits (the busy
+// timeout) for readers still reading older frames; when they hold the WAL
+// through every attempt, Forget fails rather than report the content gone.
+func (s *Store) Forget(ctx context.Context) error {
+	wal := s.path + "-wal"
+	var last string
+	for attempt := range forgetAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return wrapErr(ctx, "forget", ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		var busy, frames, copied int64
+		if err := s.writer.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
+			return wrapErr(ctx, "forget: checkpoint", err)
+		}
+		if busy != 0 {
+			last = fmt.Sprintf("readers held the WAL (%d of %d frames copied)", copied, frames)
+			continue
+		}
+		fi, err := os.Stat(wal)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && fi.Size() == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sqlite store: forget: %w", err)
+		}
+		last = fmt.Sprintf("the WAL still has %d bytes after the checkpoint", fi.Size())
+	}
+	return fmt.Errorf("sqlite store: forget: the WAL was not emptied after %d attempts: %s", forgetAttempts, last)
 }

@@ -49,6 +49,9 @@ var _ store.Store = (*Store)(nil)
 type options struct {
 	synchronous string
 	tune        *tuning // nil: defaultTuning
+	// keepFreed turns secure_delete off on the writer: benchmarks only,
+	// to measure what zeroing freed space costs.
+	keepFreed bool
 }
 
 // Open opens (creating if needed) the database file at path, applies any
@@ -88,7 +91,11 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	// 4096 and 8192 pages than at 1000 (BenchmarkTransaction100,
 	// alternating runs), for a WAL of up to 32 MB.
 	checkpoints := "wal_autocheckpoint(" + strconv.Itoa(writerCheckpointPages) + ")"
-	if s.writer, err = openWriterPool(ctx, abs, writerRole, o.synchronous, checkpoints); err != nil {
+	writerPragmas := []string{checkpoints}
+	if o.keepFreed {
+		writerPragmas = append(writerPragmas, "secure_delete(0)")
+	}
+	if s.writer, err = openWriterPool(ctx, abs, writerRole, o.synchronous, writerPragmas...); err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
 

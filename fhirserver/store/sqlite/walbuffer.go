@@ -109,6 +109,10 @@ func (f *walFile) flush() error {
 		return nil
 	}
 	_, err := f.File.WriteAt(f.buf, f.off)
+	// The frames are in the file now; the buffer's array is reused, so
+	// its old bytes (pages of erased patients among them) are zeroed
+	// rather than left in memory until overwritten.
+	clear(f.buf)
 	f.buf = f.buf[:0]
 	return err
 }
@@ -144,6 +148,7 @@ func (f *walFile) Size() (int64, error) {
 // Close drops the buffer: frames still there belong to a transaction that
 // never committed (a committed one was synced, which flushed them).
 func (f *walFile) Close() error {
+	clear(f.buf)
 	f.buf = nil
 	return f.File.Close()
 }
