@@ -401,8 +401,8 @@ func newIntrospectionFixture(t *testing.T) *introspectionFixture {
 	if f.rs, f.rsSecret, err = h.svc.Clients.Register(t.Context(), auth.Registration{Name: "gateway", Scopes: "system/Patient.rs", Introspect: true}); err != nil {
 		t.Fatal(err)
 	}
-	h.addUser("ada@example.org", auth.RoleProvider, "patients:read", "ada's long password")
-	h.addUser("bob@example.org", auth.RoleProvider, "patients:read", "bob's long password")
+	h.addUser("ada@example.org", auth.RoleProvider, "patients:read", "the first user's long password")
+	h.addUser("bob@example.org", auth.RoleProvider, "patients:read", "the second user's long password")
 	return f
 }
 
@@ -420,10 +420,10 @@ func (f *introspectionFixture) userLogin(email, password string) (string, string
 }
 
 func (f *introspectionFixture) ada() (string, string) {
-	return f.userLogin("ada@example.org", "ada's long password")
+	return f.userLogin("ada@example.org", "the first user's long password")
 }
 func (f *introspectionFixture) bob() (string, string) {
-	return f.userLogin("bob@example.org", "bob's long password")
+	return f.userLogin("bob@example.org", "the second user's long password")
 }
 
 // caller is how a test authenticates at /auth/revoke or /auth/introspect.

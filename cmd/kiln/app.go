@@ -233,6 +233,25 @@ func cachedToken(mint func(context.Context) (string, error)) func(context.Contex
 	}
 }
 
+// randomAdminPassword returns 24 random characters that pass the password
+// rules. A draw can fail them by chance (a short e-mail local part such as
+// "bob" turns up in about one in 1,500 draws), so it draws again, a bounded
+// number of times.
+func randomAdminPassword(email string) (string, error) {
+	var err error
+	for range 20 {
+		b := make([]byte, 18)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		p := base64.RawURLEncoding.EncodeToString(b)
+		if err = auth.ValidatePassword(email, p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("creating the first admin: no random password passed the password rules: %w", err)
+}
+
 // firstAdmin creates the first user when there is none: an admin with
 // every scope, from KILN_ADMIN_EMAIL and KILN_ADMIN_PASSWORD or with a
 // random password. It returns the credentials to print (password "" when
@@ -249,16 +268,16 @@ func firstAdmin(ctx context.Context, users *auth.Users, env lookupEnv) (email, p
 	fromEnv := false
 	if v, set := env("KILN_ADMIN_PASSWORD"); set && v != "" {
 		password, fromEnv = v, true
-	} else {
-		b := make([]byte, 18)
-		if _, err := rand.Read(b); err != nil {
-			return "", "", false, err
-		}
-		password = base64.RawURLEncoding.EncodeToString(b)
+	} else if password, err = randomAdminPassword(email); err != nil {
+		return "", "", false, err
 	}
 	_, err = users.Add(ctx, email, auth.RoleAdmin, auth.AllScopes(auth.ContextUser).String(), "", password)
 	if errors.Is(err, auth.ErrExists) {
 		return "", "", false, nil // another instance won the race
+	}
+	var weak *auth.PasswordError
+	if fromEnv && errors.As(err, &weak) {
+		return "", "", false, fmt.Errorf("creating the first admin: KILN_ADMIN_PASSWORD is refused: %w", err)
 	}
 	if err != nil {
 		return "", "", false, fmt.Errorf("creating the first admin: %w", err)

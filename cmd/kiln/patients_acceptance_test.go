@@ -125,10 +125,10 @@ func TestPatientsAcceptance(t *testing.T) {
 	data := dataDirOf(t, out.String())
 	var cliOut bytes.Buffer
 	if err := run(context.Background(), []string{"admin", "user", "add", "--data", data, "--email", "nurse@example.org",
-		"--role", "provider", "--scopes", "patients:read patients:write", "--password-stdin"}, strings.NewReader("a long nurse password\n"), &cliOut, &cliOut); err != nil {
+		"--role", "provider", "--scopes", "patients:read patients:write", "--password-stdin"}, strings.NewReader("a long carer passphrase\n"), &cliOut, &cliOut); err != nil {
 		t.Fatalf("user add: %v\n%s", err, cliOut.String())
 	}
-	nurse := login(t, client, base, "nurse@example.org", "a long nurse password")
+	nurse := login(t, client, base, "nurse@example.org", "a long carer passphrase")
 	if status, body, _ := send(t, client, "DELETE", base+"/patients/"+id, nurse, "", nil); status != http.StatusForbidden || body["error"] == nil {
 		t.Errorf("DELETE as a provider: %d %v", status, body)
 	}

@@ -106,10 +106,10 @@ func TestServeAuthAcceptance(t *testing.T) {
 	data := dataDirOf(t, out.String())
 	var cliOut bytes.Buffer
 	if err := run(context.Background(), []string{"admin", "user", "add", "--data", data, "--email", "reader@example.org",
-		"--role", "provider", "--scopes", "patients:read", "--password-stdin"}, strings.NewReader("a long reader password\n"), &cliOut, &cliOut); err != nil {
+		"--role", "provider", "--scopes", "patients:read", "--password-stdin"}, strings.NewReader("a long viewer passphrase\n"), &cliOut, &cliOut); err != nil {
 		t.Fatalf("user add: %v\n%s", err, cliOut.String())
 	}
-	reader := login(t, client, base, "reader@example.org", "a long reader password")
+	reader := login(t, client, base, "reader@example.org", "a long viewer passphrase")
 	if status, body, _ := send(t, client, "POST", base+"/fhir/Patient", reader, "application/fhir+json", patient); status != http.StatusForbidden ||
 		body["resourceType"] != "OperationOutcome" {
 		t.Errorf("patients:read creates a Patient: %d %v", status, body)
@@ -164,7 +164,7 @@ func TestServeAuthAcceptance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{admin, reader, m[2], m[1], "reader@example.org", "a long reader password"} {
+	for _, secret := range []string{admin, reader, m[2], m[1], "reader@example.org", "a long viewer passphrase"} {
 		if bytes.Contains(raw, []byte(secret)) {
 			t.Errorf("the audit store holds a secret or an email address: %.20q…", secret)
 		}

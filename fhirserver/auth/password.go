@@ -10,13 +10,13 @@ import (
 )
 
 // SetPassword replaces a user's password (argon2id, with the rules of
-// Add). It changes nothing else of the account.
+// Add: ValidatePassword). It changes nothing else of the account.
 func (u *Users) SetPassword(ctx context.Context, email, password string) (*User, error) {
-	if len([]rune(password)) < MinPasswordLength {
-		return nil, fmt.Errorf("the password must have at least %d characters", MinPasswordLength)
-	}
 	user, err := u.Get(ctx, email)
 	if err != nil {
+		return nil, err
+	}
+	if err := ValidatePassword(user.Email, password); err != nil {
 		return nil, err
 	}
 	if user.Hash, err = HashPassword(password); err != nil {

@@ -55,21 +55,37 @@ const (
 	argonSaltLen   = 16
 )
 
-// HashPassword returns the argon2id PHC string of password.
+// HashPassword returns the argon2id PHC string of password, in its NFKC
+// form (NormalizePassword).
 func HashPassword(password string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	sum := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	sum := argon2.IDKey([]byte(NormalizePassword(password)), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
 	b64 := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemoryKiB, argonTime, argonThreads,
 		b64.EncodeToString(salt), b64.EncodeToString(sum)), nil
 }
 
 // CheckPassword reports whether password matches the PHC string, in time
-// independent of where they differ.
+// independent of where they differ. It checks the password's NFKC form
+// (NormalizePassword), as HashPassword hashes it. Hashes stored before
+// passwords were normalised hold the password as typed: when the NFKC form
+// does not match and differs from the typed one, the typed one is checked
+// too, so those users are not locked out (they keep logging in with the
+// spelling they chose; a reset stores the normalised form). That second
+// hash depends only on the password given, not on the account.
 func CheckPassword(phc, password string) bool {
+	nfkc := NormalizePassword(password)
+	if checkHash(phc, nfkc) {
+		return true
+	}
+	return nfkc != password && checkHash(phc, password)
+}
+
+// checkHash reports whether password, as given, matches the PHC string.
+func checkHash(phc, password string) bool {
 	parts := strings.Split(phc, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
 		return false
@@ -127,10 +143,8 @@ func NormalizeEmail(email string) (string, error) {
 // ErrExists: a user with that email exists already.
 var ErrExists = errors.New("auth: a user with that email exists")
 
-// MinPasswordLength is the shortest password accepted (NIST SP 800-63B).
-const MinPasswordLength = 12
-
-// Add creates a user. scopes must parse completely.
+// Add creates a user. scopes must parse completely; the password must
+// pass ValidatePassword (a *PasswordError otherwise).
 func (u *Users) Add(ctx context.Context, email, role, scopes, fhirUser, password string) (*User, error) {
 	norm, err := NormalizeEmail(email)
 	if err != nil {
@@ -143,8 +157,8 @@ func (u *Users) Add(ctx context.Context, email, role, scopes, fhirUser, password
 	if len(rejected) > 0 {
 		return nil, fmt.Errorf("unknown scopes: %s", strings.Join(rejected, " "))
 	}
-	if len([]rune(password)) < MinPasswordLength {
-		return nil, fmt.Errorf("the password must have at least %d characters", MinPasswordLength)
+	if err := ValidatePassword(norm, password); err != nil {
+		return nil, err
 	}
 	hash, err := HashPassword(password)
 	if err != nil {
