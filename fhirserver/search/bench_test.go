@@ -80,7 +80,8 @@ func BenchmarkExtractObservationReuse(b *testing.B) {
 // BenchmarkNormalize measures the string fold on the inputs index writes
 // and queries meet: already-normal ASCII (the allocation-free path),
 // ASCII with capitals, Latin names with accents, Vietnamese precomposed,
-// and Greek.
+// Greek, and Korean (past the table: foldReference's path). The
+// reference variants fold with the definition, golang.org/x/text alone.
 func BenchmarkNormalize(b *testing.B) {
 	for _, c := range []struct{ name, in string }{
 		{"ascii-normal", "jo van der berg"},
@@ -89,11 +90,18 @@ func BenchmarkNormalize(b *testing.B) {
 		{"vietnamese", "Nguyễn Thị Đặng"},
 		{"greek", "Σωκράτης Παπαδόπουλος"},
 		{"address", "  Straße der Pariser Kommune 12,  10243 Berlin "},
+		{"korean", "김민준"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				_ = Normalize(c.in)
+			}
+		})
+		b.Run(c.name+"/reference", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = foldReference(c.in)
 			}
 		})
 	}
