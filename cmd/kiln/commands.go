@@ -71,7 +71,7 @@ func commands() []command {
 				return runLoad(ctx, args, s.out, s.err)
 			}},
 		{name: "admin reindex", args: "--data DIR [--type Patient,Observation]",
-			help: "rebuild the search index of the embedded store in DIR (after adding\nSearchParameters), printing progress; the server need not be stopped",
+			help: "rebuild the search index of the embedded store in DIR (after adding\nSearchParameters, or when kiln serve asks for it after an upgrade), printing\nprogress per type; reindexing every type records the index version; the\nserver need not be stopped",
 			run: func(ctx context.Context, args []string, s stdio) error {
 				return runReindex(ctx, args, s.out, s.err)
 			}},

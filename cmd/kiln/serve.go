@@ -41,6 +41,13 @@ func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {
 		return err
 	}
 	defer a.Close()
+	// Index rows built by an older string fold would make searches miss
+	// resources without a word: refuse, and say how to reindex. A
+	// national hub's reindex takes long, which a start must not (its
+	// orchestrator would restart it midway); see README, "Upgrading".
+	if err := fhirserver.CheckIndexVersion(ctx, a.store); err != nil {
+		return err
+	}
 	email, password, created, err := firstAdmin(ctx, a.auth.Users, os.LookupEnv)
 	if err != nil {
 		return err
@@ -77,17 +84,26 @@ type kilnStore interface {
 
 // openStore opens the clinical partition: on MongoDB when a URI is
 // configured, else the embedded store of the data folder, which must exist.
+// A new store (no resource yet) is marked as indexed by this version's
+// string fold, so that it never needs a reindex for it.
 func openStore(ctx context.Context, cfg serveConfig) (kilnStore, error) {
+	var st kilnStore
 	if cfg.MongoURI != "" {
-		st, err := mongo.Open(ctx, mongo.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase + "_clinical", WriteConcern: cfg.MongoWriteConcern})
+		m, err := mongo.Open(ctx, mongo.Config{URI: cfg.MongoURI, Database: cfg.MongoDatabase + "_clinical", WriteConcern: cfg.MongoWriteConcern})
 		if err != nil {
 			return nil, fmt.Errorf("opening the MongoDB store: %w", err)
 		}
-		return st, nil
+		st = m
+	} else {
+		s, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "clinical.db"))
+		if err != nil {
+			return nil, fmt.Errorf("opening the store: %w", err)
+		}
+		st = s
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "clinical.db"))
-	if err != nil {
-		return nil, fmt.Errorf("opening the store: %w", err)
+	if err := fhirserver.MarkNewIndex(ctx, st); err != nil {
+		st.Close()
+		return nil, err
 	}
 	return st, nil
 }
