@@ -175,3 +175,6 @@ func procStatus(field string) (int64, bool) {
 	}
 	return 0, false
 }
+
+// sizeLabel is n bytes in MB, for messages.
+func sizeLabel(n int) string { return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + " MB" }
