@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -178,3 +179,56 @@ func procStatus(field string) (int64, bool) {
 
 // sizeLabel is n bytes in MB, for messages.
 func sizeLabel(n int) string { return strconv.FormatFloat(float64(n)/1e6, 'f', 2, 64) + " MB" }
+
+// BenchmarkLargeWriteLatency runs two writes of the maximum resource size
+// at once (both must complete: issue 22 saw both connections dropped)
+// while small requests (a small Patient create, then its read) go on in
+// a loop; it reports the small requests' p50 and p99 latency. The target
+// is p99 ≤ 100 ms.
+func BenchmarkLargeWriteLatency(b *testing.B) {
+	s := startLargeWriteServer(b)
+	large := namedPatient(namesIn(5<<20 - 64))
+	small := namedPatient(1)
+	var lat []time.Duration
+	var largeTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		done := make(chan error, 2)
+		for range 2 {
+			go func() {
+				status, _, err := s.post(large)
+				if err == nil && status != http.StatusCreated {
+					err = fmt.Errorf("status %d", status)
+				}
+				done <- err
+			}()
+		}
+		for finished := 0; finished < 2; {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatalf("a maximum-size write failed: %v", err)
+				}
+				finished++
+			default:
+				t0 := time.Now()
+				status, _, err := s.post(small)
+				if err != nil || status != http.StatusCreated {
+					b.Fatalf("small write: %d %v", status, err)
+				}
+				lat = append(lat, time.Since(t0))
+			}
+		}
+		largeTime += time.Since(start)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(len(lat))/float64(b.N), "small/op")
+	b.ReportMetric(largeTime.Seconds()/float64(b.N), "large-s/op")
+}
