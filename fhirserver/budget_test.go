@@ -2,9 +2,14 @@ package fhirserver
 
 import (
 	"context"
-	"io"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
 // The validation budget admits bodies while bytes are free, makes the rest
@@ -19,8 +24,8 @@ func TestBudget(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		_, err := b.acquire(ctx, n)
 		cancel()
-		if err == nil {
-			t.Fatalf("acquired %d with 40 free", n)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("acquired %d with 40 free: %v", n, err)
 		}
 	}
 	got := make(chan error, 1)
@@ -40,43 +45,129 @@ func TestBudget(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a waiter was not admitted after release")
 	}
-	if b.free != b.total {
-		t.Errorf("free %d after all releases, want %d", b.free, b.total)
+	if !b.sem.TryAcquire(100) {
+		t.Error("bytes are still held after all releases")
 	}
 }
 
-// A body of unknown length reserves as its bytes arrive: a stalled one
-// holds only its first reservation, so other bodies still get in, and
-// what it held comes back when it is done.
-func TestBudgetGrowsWithTheBody(t *testing.T) {
-	const total = 1 << 20
-	b := newBudget(total)
-	pr, pw := io.Pipe()
-	src, release, err := b.reader(context.Background(), pr)
+// Waiters are admitted in the order they came: a large request queued
+// behind a held reservation is not overtaken by small ones that would fit
+// (with the old wait loop they took every freed byte first and the large
+// one timed out).
+func TestBudgetIsFirstComeFirstServed(t *testing.T) {
+	b := newBudget(100)
+	hold, err := b.acquire(context.Background(), 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Stalled (nothing written yet): another 900 KiB body fits beside it.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	rel, err := b.acquire(ctx, 900<<10)
+	large := make(chan func(), 1)
+	go func() {
+		rel, err := b.acquire(context.Background(), 100)
+		if err != nil {
+			t.Error(err)
+			rel = func() {}
+		}
+		large <- rel
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !waiting(b, 100) && time.Now().Before(deadline) { // the large one is in line
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err = b.acquire(ctx, 10)
 	cancel()
+	if err == nil {
+		t.Fatal("a small request overtook the large one waiting before it")
+	}
+	hold()
+	select {
+	case rel := <-large:
+		rel()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the large request was not admitted")
+	}
+}
+
+// waiting reports whether someone waits for n bytes: a 1-byte try fails
+// while a waiter is in line even with bytes free.
+func waiting(b *budget, n int64) bool {
+	if b.sem.TryAcquire(1) {
+		b.sem.Release(1)
+		return false
+	}
+	return true
+}
+
+// A request that waits longer than the budget's wait is told to retry
+// (503); one whose client went away gets the context's error.
+func TestBudgetWaitEnds(t *testing.T) {
+	b := newBudget(10)
+	b.wait = 50 * time.Millisecond
+	rel, err := b.acquire(context.Background(), 10)
 	if err != nil {
-		t.Fatalf("a stalled body of unknown length took more than its first %d bytes: %v", growingReserve, err)
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := b.acquire(ctx, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v", err)
+	}
+	// A client still waiting when the budget's own wait ends.
+	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	_, err = b.acquire(ctx, 1)
+	if oe, ok := outcome.As(err); !ok || oe.Status != http.StatusServiceUnavailable {
+		t.Errorf("wait past the budget's wait: %v, want a 503 OperationOutcome", err)
+	}
+	// The waiter that gave up left the line: the next one gets in.
+	rel()
+	rel, err = b.acquire(context.Background(), 10)
+	if err != nil {
+		t.Fatalf("after a timed-out waiter: %v", err)
 	}
 	rel()
-	go func() {
-		_, _ = pw.Write(make([]byte, 300<<10))
-		pw.Close()
-	}()
-	n, err := io.Copy(io.Discard, src)
-	if err != nil || n != 300<<10 {
-		t.Fatalf("read %d: %v", n, err)
+}
+
+// Bodies of unknown length reserve their limit up front, so they never
+// hold part of the budget while waiting in line for more: two of them at
+// once, with room for only one, both finish (they deadlocked when each
+// reserved as its bytes arrived).
+func TestBudgetUnknownLengthsDoNotDeadlock(t *testing.T) {
+	const limit = 1 << 20
+	b := newBudget(limit + limit/2) // room for one limit-size body only
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() {
+			r, _ := http.NewRequest("POST", "/fhir/Patient", strings.NewReader(strings.Repeat("x", limit)))
+			r.ContentLength = -1 // chunked
+			src, release, err := b.body(r, limit)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer release()
+			buf := make([]byte, 4096)
+			for {
+				if _, err := src.Read(buf); err != nil {
+					break
+				}
+				time.Sleep(time.Microsecond) // interleave the two readers
+			}
+		})
 	}
-	if held := total - b.free; held < 300<<10 || held > 600<<10 {
-		t.Errorf("holds %d bytes after reading %d", held, n)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("two bodies of unknown length deadlocked on the budget")
 	}
-	release()
-	if b.free != total {
-		t.Errorf("free %d after release, want %d", b.free, total)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if !b.sem.TryAcquire(b.total) {
+		t.Error("bytes are still held after both bodies")
 	}
 }

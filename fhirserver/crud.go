@@ -138,7 +138,7 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
 			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
 	}
-	src, release, err := s.budget.body(r)
+	src, release, err := s.budget.body(r, limit)
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}

@@ -112,7 +112,7 @@ func (s *Server) readRaw(r *http.Request) ([]byte, error) {
 	if err := checkContentType(r); err != nil {
 		return nil, err
 	}
-	src, release, err := s.budget.body(r)
+	src, release, err := s.budget.body(r, s.cfg.Limits.MaxResourceBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -96,10 +96,11 @@ func metaProfiles(res map[string]any) []string {
 	return out
 }
 
-// check validates res in mode and returns every issue found.
-func (v *Validation) check(ctx context.Context, typ string, res map[string]any, mode ValidationMode, extra ...string) ([]validate.Issue, error) {
+// check validates res in mode and returns the issues found (the
+// validator keeps validate.MaxIssues of them and counts the rest).
+func (v *Validation) check(ctx context.Context, typ string, res map[string]any, mode ValidationMode, extra ...string) (validate.Result, error) {
 	if v.Validator == nil || mode == ValidateOff {
-		return nil, nil
+		return validate.Result{}, nil
 	}
 	urls, issues := v.profilesFor(typ, res, mode)
 	for _, p := range extra {
@@ -109,22 +110,23 @@ func (v *Validation) check(ctx context.Context, typ string, res map[string]any, 
 	}
 	r, err := v.Validator.Validate(ctx, res, urls...)
 	if err != nil {
-		return nil, err
+		return validate.Result{}, err
 	}
-	return append(issues, r.Issues...), nil
+	r.Issues = append(issues, r.Issues...)
+	return r, nil
 }
 
 // checkWrite is the second validation layer of a write: errors refuse it
 // with 422 and every issue found.
 func (s *Server) checkWrite(ctx context.Context, typ string, res map[string]any) error {
-	issues, err := s.cfg.Validation.check(ctx, typ, res, s.cfg.Validation.Mode)
+	r, err := s.cfg.Validation.check(ctx, typ, res, s.cfg.Validation.Mode)
 	if err != nil {
 		return err
 	}
-	if !hasErrors(issues) {
+	if !r.HasErrors() {
 		return nil
 	}
-	return &outcome.Error{Status: http.StatusUnprocessableEntity, Issues: outcomeIssues(issues)}
+	return &outcome.Error{Status: http.StatusUnprocessableEntity, Issues: outcomeIssues(r)}
 }
 
 // Checker runs both validation layers on a resource body, fully (as in
@@ -156,22 +158,19 @@ func (c Checker) Check(ctx context.Context, typ string, body []byte, extra ...st
 	if err != nil {
 		return nil, err
 	}
-	issues, err := c.Validation.check(ctx, info.ResourceType, res, ValidateProfiles, extra...)
+	r, err := c.Validation.check(ctx, info.ResourceType, res, ValidateProfiles, extra...)
 	if err != nil {
 		return nil, err
 	}
-	return outcomeIssues(issues), nil
-}
-
-func hasErrors(issues []validate.Issue) bool {
-	return slices.ContainsFunc(issues, func(i validate.Issue) bool { return i.Severity == "error" || i.Severity == "fatal" })
+	return outcomeIssues(r), nil
 }
 
 // outcomeIssues maps validator issues onto OperationOutcome issues; the
-// failed rule and its profile go into details.
-func outcomeIssues(issues []validate.Issue) []outcome.Issue {
-	out := make([]outcome.Issue, 0, len(issues))
-	for _, i := range issues {
+// failed rule and its profile go into details. The issues the validator
+// only counted become one summary (outcome.Render caps the rest).
+func outcomeIssues(r validate.Result) []outcome.Issue {
+	out := make([]outcome.Issue, 0, len(r.Issues)+1)
+	for _, i := range r.Issues {
 		oi := outcome.Issue{Severity: i.Severity, Code: i.Code, Diagnostics: i.Message}
 		if i.Expression != "" {
 			oi.Expression = []string{i.Expression}
@@ -180,6 +179,9 @@ func outcomeIssues(issues []validate.Issue) []outcome.Issue {
 			oi.Details = &outcome.Details{Text: d}
 		}
 		out = append(out, oi)
+	}
+	if r.Omitted > 0 {
+		out = append(out, outcome.Omitted(r.Omitted, r.OmittedSeverity))
 	}
 	return out
 }

@@ -137,6 +137,16 @@ func (e Entry) Keys() []string {
 	return dedupe(out)
 }
 
+// appendKeys appends the keys of e to dst, with duplicates: a caller
+// that sorts and compacts all keys at once (rowBuilder) needs no
+// per-entry dedupe.
+func (e *Entry) appendKeys(dst []string) []string {
+	for _, v := range e.valueKeys() {
+		dst = append(dst, v.prefix(e.Param))
+	}
+	return dst
+}
+
 // valueKey is a key without its parameter prefix; mod is a modifier
 // namespace such as "exact" ("" for the plain one).
 type valueKey struct{ mod, val string }

@@ -60,20 +60,25 @@ func (r *Registry) ExtractRows(ctx context.Context, resourceType string, resourc
 	}
 	x := extractorPool.Get().(*extractor)
 	defer x.release()
+	var b rowBuilder
+	x.sink = &b
 	if err := r.extractInto(ctx, x, tp, resource); err != nil {
 		return Rows{}, err
 	}
-	return MakeRows(x.out), nil
+	b.add(x.out)
+	return b.finish(), nil
 }
 
 // extractInto evaluates the parameters of tp on resource into x.out.
 func (r *Registry) extractInto(ctx context.Context, x *extractor, tp *typeParams, resource map[string]any) error {
-	x.ctx, x.resource, x.naive = ctx, resource, r.whole
+	x.ctx, x.resource, x.naive, x.reg = ctx, resource, r.whole, r
 	present := elementNames(resource)
 	for _, p := range tp.list {
 		if !p.Indexable() || len(p.Parts) > 0 || p.Conjoined != nil || !r.whole && !p.mayApply(present) {
 			continue
 		}
+		// Between parameters: a composite's entries are complete here.
+		x.maybeFlush()
 		n := len(x.out)
 		if err := x.param(p); err != nil {
 			if !p.Custom || ctx.Err() != nil {
@@ -126,12 +131,32 @@ var extractorPool = sync.Pool{New: func() any {
 func (x *extractor) release() {
 	clear(x.out)
 	clear(x.memo)
-	if cap(x.out) > 4096 {
+	if cap(x.out) > 4096 || x.memoIndex != nil {
 		return
 	}
 	x.out, x.memo = x.out[:0], x.memo[:0]
-	x.ctx, x.resource = nil, nil
+	x.ctx, x.resource, x.sink, x.reg = nil, nil, nil, nil
 	extractorPool.Put(x)
+}
+
+// flushAt is how many entries an extractor with a sink holds before it
+// hands them over as rows.
+const flushAt = 512
+
+// maybeFlush hands x.out over to x.sink once it holds flushAt entries,
+// so extraction holds a bounded number of Entries whatever the resource's
+// size. The memo points into x.out, so it starts again empty: it is only
+// a cache.
+func (x *extractor) maybeFlush() {
+	if x.sink == nil || len(x.out) < flushAt {
+		return
+	}
+	x.reg.unlinkForeign(x.out)
+	x.sink.add(x.out)
+	clear(x.out)
+	x.out = x.out[:0]
+	clear(x.memo)
+	x.memo, x.memoIndex = x.memo[:0], nil
 }
 
 // ExtractParam returns the entries of one parameter, for reindexing a
@@ -239,15 +264,63 @@ type extractor struct {
 	// combo-value-quantity and composites), and converting a Quantity
 	// (big.Rat arithmetic, UCUM) costs more than evaluating the path.
 	memo []memoEntry
+	// memoIndex finds memo entries once there are more than memoScan: a
+	// resource with thousands of repeated elements (100,000 names) made
+	// the linear scan quadratic, 10 s of a 3.8 MB write. Built lazily, so
+	// the common small resource allocates no map.
+	memoIndex map[memoKey]int
+	// sink, when set, receives the entries in batches (see maybeFlush);
+	// reg is the registry extracting, whose base unlinks references.
+	sink *rowBuilder
+	reg  *Registry
 	// naive disables the shortcuts (element filters, root composites) for
 	// the reference configuration the tests compare against.
 	naive bool
 }
 
 type memoEntry struct {
-	node    uintptr // identity of the JSON object
-	kind    Kind
+	memoKey
 	entries []Entry // Param is rewritten on reuse
+}
+
+type memoKey struct {
+	node uintptr // identity of the JSON object
+	kind Kind
+}
+
+// memoScan is how many memo entries are searched linearly before the
+// memo gets an index.
+const memoScan = 32
+
+// lookup returns the memo entry of key, if any.
+func (x *extractor) lookup(key memoKey) (*memoEntry, bool) {
+	if x.memoIndex != nil {
+		i, ok := x.memoIndex[key]
+		if !ok {
+			return nil, false
+		}
+		return &x.memo[i], true
+	}
+	for i := range x.memo {
+		if x.memo[i].memoKey == key {
+			return &x.memo[i], true
+		}
+	}
+	return nil, false
+}
+
+// remember adds a memo entry, indexing the memo once it is long.
+func (x *extractor) remember(me memoEntry) {
+	x.memo = append(x.memo, me)
+	switch {
+	case x.memoIndex != nil:
+		x.memoIndex[me.memoKey] = len(x.memo) - 1
+	case len(x.memo) > memoScan:
+		x.memoIndex = make(map[memoKey]int, 2*len(x.memo))
+		for i := range x.memo {
+			x.memoIndex[x.memo[i].memoKey] = i
+		}
+	}
 }
 
 func (x *extractor) param(p *Param) error {
@@ -263,7 +336,10 @@ func (x *extractor) param(p *Param) error {
 	}
 	k := kindOf(p.Type)
 	for _, v := range coll {
+		// Converting cannot fail, so the entries already handed over
+		// never need taking back (see extractInto's custom parameters).
 		x.out = x.convert(p.Code, k, v, x.out)
+		x.maybeFlush()
 	}
 	return nil
 }
@@ -274,19 +350,17 @@ func (x *extractor) convert(code string, k Kind, v fhirpath.Value, out []Entry) 
 	if !ok || len(m) == 0 {
 		return convert(code, k, v, out)
 	}
-	id := reflect.ValueOf(m).Pointer()
-	for _, me := range x.memo {
-		if me.node == id && me.kind == k {
-			for _, e := range me.entries {
-				e.Param = code
-				out = append(out, e)
-			}
-			return out
+	key := memoKey{node: reflect.ValueOf(m).Pointer(), kind: k}
+	if me, ok := x.lookup(key); ok {
+		for _, e := range me.entries {
+			e.Param = code
+			out = append(out, e)
 		}
+		return out
 	}
 	n := len(out)
 	out = convert(code, k, v, out)
-	x.memo = append(x.memo, memoEntry{node: id, kind: k, entries: out[n:len(out):len(out)]})
+	x.remember(memoEntry{memoKey: key, entries: out[n:len(out):len(out)]})
 	return out
 }
 

@@ -58,22 +58,41 @@ const (
 
 // MakeRows turns the entries of one resource into rows.
 func MakeRows(entries []Entry) Rows {
-	var r Rows
-	sorts := map[string]*SortRow{}
-	var order []string
-	sortRow := func(param string) *SortRow {
-		s, ok := sorts[param]
-		if !ok {
-			s = &SortRow{Param: param}
-			sorts[param] = s
-			order = append(order, param)
+	var b rowBuilder
+	b.add(entries)
+	return b.finish()
+}
+
+// rowBuilder makes the rows of one resource from its entries, which may
+// come in several batches: extraction hands them over as it goes, so a
+// resource with 100,000 names never holds all its Entries (hundreds of
+// bytes each) at once, only their much smaller rows.
+type rowBuilder struct {
+	r     Rows
+	sorts map[string]*SortRow
+	order []string
+}
+
+func (b *rowBuilder) sortRow(param string) *SortRow {
+	s, ok := b.sorts[param]
+	if !ok {
+		if b.sorts == nil {
+			b.sorts = map[string]*SortRow{}
 		}
-		return s
+		s = &SortRow{Param: param}
+		b.sorts[param] = s
+		b.order = append(b.order, param)
 	}
+	return s
+}
+
+// add folds entries into the rows.
+func (b *rowBuilder) add(entries []Entry) {
+	r := &b.r
 	for i := range entries {
 		e := &entries[i]
-		r.Keys = append(r.Keys, e.Keys()...)
-		s := sortRow(e.Param)
+		r.Keys = e.appendKeys(r.Keys)
+		s := b.sortRow(e.Param)
 		switch e.Kind {
 		case KindString:
 			v := keyValue(e.Param, e.Str)
@@ -109,10 +128,16 @@ func MakeRows(entries []Entry) Rows {
 			r.Dates, r.Numbers = compositeRows(e, r.Dates, r.Numbers)
 		}
 	}
+}
+
+// finish returns the rows: keys sorted and without duplicates, one sort
+// row per parameter in code order.
+func (b *rowBuilder) finish() Rows {
+	r := b.r
 	slices.Sort(r.Keys)
 	r.Keys = slices.Compact(r.Keys)
-	for _, p := range order {
-		r.Sorts = append(r.Sorts, *sorts[p])
+	for _, p := range b.order {
+		r.Sorts = append(r.Sorts, *b.sorts[p])
 	}
 	slices.SortFunc(r.Sorts, func(a, b SortRow) int { return strings.Compare(a.Param, b.Param) })
 	return r

@@ -1,7 +1,11 @@
 package search
 
 import (
+	"context"
+	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,5 +65,41 @@ func TestMakeRows(t *testing.T) {
 	}
 	if !slices.Equal(r.Sorts, wantSorts) {
 		t.Errorf("sorts\n got %v\nwant %v", r.Sorts, wantSorts)
+	}
+}
+
+// ExtractRows hands entries over in batches of flushAt (so a resource with
+// 100,000 names never holds all its Entries at once); the rows must be
+// those of all the entries made at once, whatever the batch boundaries,
+// and extraction must stay linear (the memo's linear scan made a Patient
+// with many names quadratic).
+func TestExtractRowsInBatchesEqualsMakeRows(t *testing.T) {
+	reg, err := NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.SetBase("https://kiln.test/fhir")
+	for _, n := range []int{0, 1, flushAt / 3, flushAt, 5*flushAt + 7} {
+		var b strings.Builder
+		b.WriteString(`{"resourceType":"Patient","id":"p","birthDate":"1970-01-02","name":[`)
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"family":"Fam%d","given":["Giv%d","Same"]}`, i, i)
+		}
+		b.WriteString(`],"generalPractitioner":[{"reference":"https://elsewhere.test/fhir/Practitioner/x"},{"reference":"Practitioner/y"}]}`)
+		res := decode(t, b.String())
+		entries, err := reg.Extract(context.Background(), "Patient", res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := reg.ExtractRows(context.Background(), "Patient", res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := MakeRows(entries); !reflect.DeepEqual(got, want) {
+			t.Errorf("%d names: batched rows differ: %d keys, want %d", n, len(got.Keys), len(want.Keys))
+		}
 	}
 }

@@ -419,7 +419,9 @@ func (w *walker) conforms(rc *resCtx, url string, val any) bool {
 			}
 		}
 	}
+	w.speculative++
 	w.item(r, pp.root, nil, val, nil, &loc{name: pp.sd.Type, index: -1})
+	w.speculative--
 	ok := true
 	for _, is := range w.issues[n:] {
 		if is.Severity == "error" {

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -50,10 +51,24 @@ type Issue struct {
 }
 
 // Result holds the issues of one validation.
-type Result struct{ Issues []Issue }
+type Result struct {
+	Issues []Issue
+	// Omitted counts the issues found past MaxIssues, which are counted
+	// but not kept (a resource with 200,000 bad identifiers must not cost
+	// 200,000 issues); OmittedSeverity is the worst of them.
+	Omitted         int
+	OmittedSeverity string
+}
+
+// MaxIssues is how many issues a validation keeps; an OperationOutcome
+// lists no more (outcome.MaxIssues).
+const MaxIssues = outcome.MaxIssues
 
 // HasErrors reports whether any issue has severity error (or fatal).
 func (r Result) HasErrors() bool {
+	if r.OmittedSeverity == "error" || r.OmittedSeverity == "fatal" {
+		return true
+	}
 	for _, is := range r.Issues {
 		if is.Severity == "error" || is.Severity == "fatal" {
 			return true
@@ -212,5 +227,5 @@ func (v *Validator) Validate(ctx context.Context, resource map[string]any, profi
 	if err := w.err(); err != nil {
 		return Result{}, err
 	}
-	return Result{Issues: w.result()}, nil
+	return Result{Issues: w.result(), Omitted: w.omitted, OmittedSeverity: w.omittedWorst}, nil
 }

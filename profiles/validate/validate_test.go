@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +376,35 @@ func TestConcurrent(t *testing.T) {
 		if r := <-done; len(errorsAndWarnings(r)) > 0 {
 			t.Fatalf("%s", dump(r.Issues))
 		}
+	}
+}
+
+// A resource with thousands of faults keeps MaxIssues issues and only
+// counts the rest (200,000 bad identifiers once cost 200,000 issues and
+// a 48.7 MB answer), and the count still refuses it.
+func TestIssuesPastMaxAreCountedOnly(t *testing.T) {
+	v := testValidator(t, Options{})
+	const n = 3 * MaxIssues
+	body := edit(t, validPatient, func(m map[string]any) {
+		ids := make([]any, 0, n)
+		for i := range n {
+			ids = append(ids, map[string]any{"value": strconv.Itoa(i)}) // no system: an error each
+		}
+		m["identifier"] = ids
+	})
+	r := validate(t, v, body, testPatientURL)
+	if len(r.Issues) > MaxIssues {
+		t.Errorf("kept %d issues, want at most %d", len(r.Issues), MaxIssues)
+	}
+	if r.Omitted < n-MaxIssues || r.OmittedSeverity != "error" {
+		t.Errorf("omitted %d (%q), want at least %d errors counted", r.Omitted, r.OmittedSeverity, n-MaxIssues)
+	}
+	if !r.HasErrors() {
+		t.Error("the resource is not refused")
+	}
+	// Only the errors past the cap: a resource whose kept issues are all
+	// warnings is still refused for the errors it counted.
+	if !(Result{Issues: []Issue{{Severity: "warning"}}, Omitted: 1, OmittedSeverity: "error"}).HasErrors() {
+		t.Error("counted errors do not refuse")
 	}
 }

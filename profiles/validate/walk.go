@@ -61,6 +61,13 @@ type walker struct {
 	now      time.Time
 	reported map[*constraint]bool
 	host     host // the element whose children are being walked (base layer)
+	// speculative > 0 while conforms tries a profile: its issues decide a
+	// match and are then dropped, so they are always collected.
+	speculative int
+	// omitted counts the issues past MaxIssues, not kept; omittedWorst is
+	// their worst severity.
+	omitted      int
+	omittedWorst string
 }
 
 // host describes the element that holds an extension, for the
@@ -118,8 +125,19 @@ func (w *walker) result() []Issue {
 }
 
 func (w *walker) issue(sev, code string, l *loc, rule, profile, msg string) {
+	if w.speculative == 0 && len(w.issues) >= MaxIssues {
+		// Count only: no location string, no Issue.
+		w.omitted++
+		if severityRank[sev] > severityRank[w.omittedWorst] {
+			w.omittedWorst = sev
+		}
+		return
+	}
 	w.issues = append(w.issues, Issue{Severity: sev, Code: code, Expression: l.String(), Message: msg, Rule: rule, Profile: profile})
 }
+
+// severityRank orders issue severities, worst last.
+var severityRank = map[string]int{"information": 1, "warning": 2, "error": 3, "fatal": 4}
 
 // step counts work and honours cancellation.
 func (w *walker) step() bool {
