@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/decimal"
 )
 
 // Binding strength of the binary operators, lowest first, as in the
@@ -365,21 +367,20 @@ func parseNumber(s string) (Value, error) {
 			return intValue(n), nil
 		}
 	}
-	r, ok := new(big.Rat).SetString(s)
+	r, scale, ok := readDecimal(s)
 	if !ok {
 		return Value{}, errAt(0, "invalid number %q", s)
 	}
-	return decValue(r, scaleOf(s)), nil
+	return decValue(r, scale), nil
 }
 
-// scaleOf counts the digits after the decimal point.
-func scaleOf(s string) int {
-	if i := strings.IndexByte(s, '.'); i >= 0 {
-		j := i + 1
-		for j < len(s) && isDigit(s[j]) {
-			j++
-		}
-		return j - i - 1
+// readDecimal reads decimal text into the exact value and the scale (the
+// digits written after the point) a Decimal value holds.
+func readDecimal(s string) (*big.Rat, int, bool) {
+	d, ok := decimal.Parse(s)
+	if !ok {
+		return nil, 0, false
 	}
-	return 0
+	r, ok := d.Rat()
+	return r, d.Scale(), ok
 }
