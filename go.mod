@@ -19,6 +19,7 @@ require (
 require (
 	bitbucket.org/creachadair/stringset v0.0.9 // indirect
 	github.com/golang/protobuf v1.4.3 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/json-iterator/go v1.1.10 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.1 // indirect

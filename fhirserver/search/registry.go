@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -374,18 +375,28 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 
 // compiled caches compiled expressions by source: the same branch (e.g.
 // "Resource.meta.tag") is shared by every resource type. Expressions are
-// immutable, so sharing is safe.
-var compiled sync.Map // string -> *fhirpath.Expression
+// immutable, so sharing is safe. Custom parameters bring expressions from
+// clients, so the cache is bounded, least recently used out first; the R4
+// parameters need about 1,500 entries.
+var compiled = func() *lru.Cache[string, *fhirpath.Expression] {
+	c, err := lru.New[string, *fhirpath.Expression](maxCompiled)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}()
+
+const maxCompiled = 8192
 
 func compileCached(src string) (*fhirpath.Expression, error) {
-	if e, ok := compiled.Load(src); ok {
-		return e.(*fhirpath.Expression), nil
+	if e, ok := compiled.Get(src); ok {
+		return e, nil
 	}
 	e, err := fhirpath.Compile(src)
 	if err != nil {
 		return nil, err
 	}
-	compiled.Store(src, e)
+	compiled.Add(src, e)
 	return e, nil
 }
 
