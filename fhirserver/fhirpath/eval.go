@@ -22,15 +22,17 @@ type Expression struct {
 	// does not know, so every single System value result is copied.
 	lits   []*Value
 	opaque bool
+	// tops are the branches of the union at the root (nil: no union).
+	tops []topBranch
 }
 
 // Compile parses an expression and resolves its functions once.
 func Compile(expr string) (*Expression, error) {
-	n, err := parse(expr)
+	n, tops, err := parse(expr)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expression{src: expr, root: n}
+	e := &Expression{src: expr, root: n, tops: tops}
 	e.opaque = !collectLiterals(n, &e.lits)
 	return e, nil
 }

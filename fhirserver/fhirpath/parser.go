@@ -72,6 +72,11 @@ type parser struct {
 	nodes int
 	args  int // nesting of function arguments, where $index may be defined
 	aggr  int // nesting of aggregate() arguments, where $total is defined
+	// unions remembers where each '|' operator stood and which unions were
+	// written in parentheses, so that Compile can find the top-level
+	// union branches (see Expression.Branches).
+	unions  map[node]int
+	grouped map[node]bool
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -94,20 +99,55 @@ func (p *parser) expectOp(s string) error {
 	return nil
 }
 
-func parse(src string) (node, error) {
+func parse(src string) (node, []topBranch, error) {
 	toks, err := lex(src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p := &parser{toks: toks}
 	n, err := p.expr(precImplies)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t := p.peek(); t.kind != tEOF {
-		return nil, errAt(t.pos, "unexpected %q", t.text)
+		return nil, nil, errAt(t.pos, "unexpected %q", t.text)
 	}
-	return n, nil
+	return n, p.topBranches(n, len(src)), nil
+}
+
+// topBranch is one operand of the union at the root of an expression,
+// and where its text ends (the position of the '|' after it).
+type topBranch struct {
+	n   node
+	end int
+}
+
+// topBranches returns the operands of the union at the root of n in
+// source order, or nil when the root is not a union. The union operator
+// is left-associative, so the chain runs down the left operands; a union
+// written in parentheses is one branch.
+func (p *parser) topBranches(n node, srcLen int) []topBranch {
+	var rev []topBranch
+	end := srcLen
+	for {
+		b, ok := n.(*binNode)
+		pos, isUnion := p.unions[n]
+		if !ok || !isUnion || p.grouped[n] {
+			break
+		}
+		rev = append(rev, topBranch{b.right, end})
+		end = pos
+		n = b.left
+	}
+	if len(rev) == 0 {
+		return nil
+	}
+	out := make([]topBranch, 0, len(rev)+1)
+	out = append(out, topBranch{n, end})
+	for i := len(rev) - 1; i >= 0; i-- {
+		out = append(out, rev[i])
+	}
+	return out
 }
 
 // expr parses a binary expression whose operators bind at least as
@@ -151,6 +191,12 @@ func (p *parser) expr(minPrec int) (node, error) {
 		left, err = newBinary(t, left, right)
 		if err != nil {
 			return nil, err
+		}
+		if t.text == "|" {
+			if p.unions == nil {
+				p.unions = map[node]int{}
+			}
+			p.unions[left] = t.pos
 		}
 	}
 }
@@ -313,6 +359,12 @@ func (p *parser) term() (node, error) {
 			}
 			if err := p.expectOp(")"); err != nil {
 				return nil, err
+			}
+			if _, ok := p.unions[n]; ok {
+				if p.grouped == nil {
+					p.grouped = map[node]bool{}
+				}
+				p.grouped[n] = true
 			}
 			return n, nil
 		case "{":
