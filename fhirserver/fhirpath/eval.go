@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kiln-fhir/kiln/profiles"
@@ -22,17 +23,17 @@ type Expression struct {
 	// does not know, so every single System value result is copied.
 	lits   []*Value
 	opaque bool
-	// tops are the branches of the union at the root (nil: no union).
-	tops []topBranch
+	// branches caches what Branches reports, made on first use.
+	branches atomic.Pointer[[]Branch]
 }
 
 // Compile parses an expression and resolves its functions once.
 func Compile(expr string) (*Expression, error) {
-	n, tops, err := parse(expr)
+	n, _, err := parse(expr, false)
 	if err != nil {
 		return nil, err
 	}
-	e := &Expression{src: expr, root: n, tops: tops}
+	e := &Expression{src: expr, root: n}
 	e.opaque = !collectLiterals(n, &e.lits)
 	return e, nil
 }

@@ -42,16 +42,30 @@ type Step struct {
 }
 
 // Branches returns the top-level union branches of e in source order.
+// The result is shared and must not be modified.
 func (e *Expression) Branches() []Branch {
-	if e.tops == nil {
-		return []Branch{inspectBranch(e.root, e.src)}
+	if b := e.branches.Load(); b != nil {
+		return *b
 	}
-	out := make([]Branch, len(e.tops))
-	start := 0
-	for i, t := range e.tops {
-		out[i] = inspectBranch(t.n, e.src[start:t.end])
-		start = t.end + 1 // past the '|'
+	// Compile keeps no positions (it is on the hot path of custom
+	// parameters and validation); the parser records them for this one
+	// reading of the same source, which cannot fail as it compiled.
+	root, tops, err := parse(e.src, true)
+	var out []Branch
+	switch {
+	case err != nil:
+		out = []Branch{inspectBranch(e.root, e.src)}
+	case tops == nil:
+		out = []Branch{inspectBranch(root, e.src)}
+	default:
+		out = make([]Branch, len(tops))
+		start := 0
+		for i, t := range tops {
+			out[i] = inspectBranch(t.n, e.src[start:t.end])
+			start = t.end + 1 // past the '|'
+		}
 	}
+	e.branches.Store(&out)
 	return out
 }
 

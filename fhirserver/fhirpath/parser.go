@@ -75,8 +75,29 @@ type parser struct {
 	// unions remembers where each '|' operator stood and which unions were
 	// written in parentheses, so that Compile can find the top-level
 	// union branches (see Expression.Branches).
-	unions  map[node]int
-	grouped map[node]bool
+	unions []unionAt
+	record bool // record unions (for Branches; Compile does not)
+}
+
+// unionAt is a '|' operator: its node, where it stood, and whether the
+// union was written in parentheses.
+type unionAt struct {
+	n       node
+	pos     int
+	grouped bool
+}
+
+// union returns the record of n when n is a union operator, searching
+// back from index from; -1 when it is not. The unions of a left-leaning
+// chain were recorded in order, so a walk down the chain searches each
+// part of the list once.
+func (p *parser) union(n node, from int) int {
+	for i := from; i >= 0; i-- {
+		if p.unions[i].n == n {
+			return i
+		}
+	}
+	return -1
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -99,18 +120,23 @@ func (p *parser) expectOp(s string) error {
 	return nil
 }
 
-func parse(src string) (node, []topBranch, error) {
+// parse parses src; with record, it also returns the top-level union
+// branches.
+func parse(src string, record bool) (node, []topBranch, error) {
 	toks, err := lex(src)
 	if err != nil {
 		return nil, nil, err
 	}
-	p := &parser{toks: toks}
+	p := &parser{toks: toks, record: record}
 	n, err := p.expr(precImplies)
 	if err != nil {
 		return nil, nil, err
 	}
 	if t := p.peek(); t.kind != tEOF {
 		return nil, nil, errAt(t.pos, "unexpected %q", t.text)
+	}
+	if !record {
+		return n, nil, nil
 	}
 	return n, p.topBranches(n, len(src)), nil
 }
@@ -128,15 +154,18 @@ type topBranch struct {
 // written in parentheses is one branch.
 func (p *parser) topBranches(n node, srcLen int) []topBranch {
 	var rev []topBranch
-	end := srcLen
+	end, from := srcLen, len(p.unions)-1
 	for {
 		b, ok := n.(*binNode)
-		pos, isUnion := p.unions[n]
-		if !ok || !isUnion || p.grouped[n] {
+		if !ok || b.op != "|" {
+			break
+		}
+		i := p.union(n, from)
+		if i < 0 || p.unions[i].grouped {
 			break
 		}
 		rev = append(rev, topBranch{b.right, end})
-		end = pos
+		end, from = p.unions[i].pos, i-1
 		n = b.left
 	}
 	if len(rev) == 0 {
@@ -192,11 +221,8 @@ func (p *parser) expr(minPrec int) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		if t.text == "|" {
-			if p.unions == nil {
-				p.unions = map[node]int{}
-			}
-			p.unions[left] = t.pos
+		if t.text == "|" && p.record {
+			p.unions = append(p.unions, unionAt{n: left, pos: t.pos})
 		}
 	}
 }
@@ -360,11 +386,9 @@ func (p *parser) term() (node, error) {
 			if err := p.expectOp(")"); err != nil {
 				return nil, err
 			}
-			if _, ok := p.unions[n]; ok {
-				if p.grouped == nil {
-					p.grouped = map[node]bool{}
-				}
-				p.grouped[n] = true
+			// The root of a parenthesised union is the last union made.
+			if k := len(p.unions) - 1; k >= 0 && p.unions[k].n == n {
+				p.unions[k].grouped = true
 			}
 			return n, nil
 		case "{":
