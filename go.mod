@@ -7,6 +7,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/google/fhir/go v0.7.4
 	github.com/gorilla/mux v1.8.1
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/klauspost/compress v1.19.2
 	github.com/ncruces/go-sqlite3 v0.35.6
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
@@ -19,7 +20,6 @@ require (
 require (
 	bitbucket.org/creachadair/stringset v0.0.9 // indirect
 	github.com/golang/protobuf v1.4.3 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/json-iterator/go v1.1.10 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.1 // indirect
