@@ -7,6 +7,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/google/fhir/go v0.7.4
 	github.com/gorilla/mux v1.8.1
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/klauspost/compress v1.19.2
 	github.com/ncruces/go-sqlite3 v0.35.6
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2

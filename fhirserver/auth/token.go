@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -67,9 +67,11 @@ type Tokens struct {
 	// verified remembers tokens that passed Verify, so that a client's
 	// next requests skip the signature and the parsing. Revocation is
 	// checked again once an entry is recheckRevoked old (a revocation on
-	// this instance applies at once: see Revoke).
-	mu       sync.Mutex
-	verified map[string]verifiedToken
+	// this instance applies at once: see Revoke). The age is measured on
+	// t.now, the clock every other check uses, so it lives in the entry
+	// rather than in a cache TTL; the cache bounds the count, least
+	// recently used out first.
+	verified *lru.Cache[string, verifiedToken]
 }
 
 type verifiedToken struct {
@@ -84,7 +86,11 @@ const (
 
 // NewTokens returns the token service of issuer for audience.
 func NewTokens(keys *Keys, records store.Records, issuer, audience string, now func() time.Time) *Tokens {
-	return &Tokens{Keys: keys, Issuer: issuer, Audience: audience, records: records, now: now, verified: map[string]verifiedToken{}}
+	verified, err := lru.New[string, verifiedToken](maxVerifiedKept)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &Tokens{Keys: keys, Issuer: issuer, Audience: audience, records: records, now: now, verified: verified}
 }
 
 // Issue signs an access token for sub with the given scope; role, fhirUser
@@ -126,10 +132,7 @@ func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
 		return nil, invalid("too long")
 	}
 	now := t.now()
-	t.mu.Lock()
-	v, ok := t.verified[raw]
-	t.mu.Unlock()
-	if ok {
+	if v, ok := t.verified.Get(raw); ok {
 		if now.After(v.claims.Expiry.Time().Add(clockSkew)) {
 			t.forget(raw)
 			return nil, invalid("expired")
@@ -144,19 +147,12 @@ func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
 		t.forget(raw)
 		return nil, err
 	}
-	t.mu.Lock()
-	if len(t.verified) >= maxVerifiedKept {
-		clear(t.verified) // simple and bounded; the next requests re-verify
-	}
-	t.verified[raw] = verifiedToken{claims: *c, checked: now}
-	t.mu.Unlock()
+	t.verified.Add(raw, verifiedToken{claims: *c, checked: now})
 	return c, nil
 }
 
 func (t *Tokens) forget(raw string) {
-	t.mu.Lock()
-	delete(t.verified, raw)
-	t.mu.Unlock()
+	t.verified.Remove(raw)
 }
 
 // verify is the full check of Verify.
@@ -286,11 +282,9 @@ func (t *Tokens) notBefore(ctx context.Context, sub string) (time.Time, error) {
 // forgetWhere drops the verified tokens whose claims match from the
 // cache, so that this instance checks them again at once.
 func (t *Tokens) forgetWhere(match func(*Claims) bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for raw, v := range t.verified {
-		if match(&v.claims) {
-			delete(t.verified, raw)
+	for _, raw := range t.verified.Keys() {
+		if v, ok := t.verified.Peek(raw); ok && match(&v.claims) {
+			t.verified.Remove(raw)
 		}
 	}
 }

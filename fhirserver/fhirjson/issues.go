@@ -55,16 +55,23 @@ func isTypeName(t string) bool {
 	return true
 }
 
-// umError holds the exported fields of google/fhir's
-// jsonpbhelper.UnmarshalError, which lives in an internal package and so
-// cannot be named here; reflection reads the same fields a type assertion
-// would, which is sturdier than parsing its Error() text.
+// umError holds what google/fhir says about one parse error: the
+// exported fields of its jsonpbhelper.UnmarshalError.
 type umError struct {
-	Path, Details, Diagnostics, Type string
+	Path, Details, Diagnostics string
 }
 
-// unmarshalErrors extracts the UnmarshalError values from err (a single
+// unmarshalErrors extracts the parse errors from err, the error
+// Unmarshaller returns when it cannot build its model (a single
 // *UnmarshalError or an UnmarshalErrorList). ok is false for other errors.
+//
+// Parse errors, unlike validation errors, never reach the ErrorReporter
+// hook, and the type that carries them lives in an internal package whose
+// only public methods are Error and Unwrap; Error drops Diagnostics (the
+// unknown member's name, the value found), which the messages need. So
+// this one place reads the exported fields by reflection.
+// TestParseErrorShape fails if an upgrade changes that shape, rather than
+// every message silently degrading to the generic one.
 func unmarshalErrors(err error) (out []umError, ok bool) {
 	v := reflect.ValueOf(err)
 	switch v.Kind() {
@@ -107,8 +114,31 @@ func umFields(p reflect.Value) (umError, bool) {
 	e.Path, ok1 = str("Path")
 	e.Details, ok2 = str("Details")
 	e.Diagnostics, ok3 = str("Diagnostics")
-	e.Type, _ = str("Type")
 	return e, ok1 && ok2 && ok3
+}
+
+// reportedDetails reads a validation error handed to the ErrorReporter
+// hook through its public surface: the hook gives the element path, and
+// Error() is `error at "<path>": <details>` (one line per error when
+// several are reported together). google/fhir's validation errors carry no
+// diagnostics, and their kind (required element, reference type, primitive
+// format) shows in the details' wording.
+func reportedDetails(path string, err error) []string {
+	prefix := "error at " + strconv.Quote(path) + ": "
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		if path != "" {
+			l = strings.TrimPrefix(l, prefix)
+		} else if rest, ok := strings.CutPrefix(l, "error at "); ok {
+			// An error at the root is reported with an empty element path
+			// but may still carry its own.
+			if q, err := strconv.QuotedPrefix(rest); err == nil {
+				l = strings.TrimPrefix(rest[len(q):], ": ")
+			}
+		}
+		lines[i] = l
+	}
+	return lines
 }
 
 // converter maps google/fhir's errors for one unmarshalled body to issues.
@@ -218,29 +248,23 @@ func (c converter) validationIssues(reps []reported) []outcome.Issue {
 	out := make([]outcome.Issue, 0, len(reps))
 	for _, r := range reps {
 		expr, md := protoPathExpr(r.path)
-		ues, ok := unmarshalErrors(r.err)
-		if !ok {
-			out = append(out, c.issue(codeInvalid, expr, r.err.Error()))
-			continue
-		}
-		for _, ue := range ues {
-			out = append(out, c.validationIssue(ue, expr, md))
+		for _, d := range reportedDetails(r.path, r.err) {
+			out = append(out, c.validationIssue(d, expr, md))
 		}
 	}
 	return out
 }
 
-func (c converter) validationIssue(ue umError, expr string, md msgDesc) outcome.Issue {
-	d := ue.Details
+func (c converter) validationIssue(d string, expr string, md msgDesc) outcome.Issue {
 	switch {
-	case ue.Type == "RequiredFieldError" || strings.HasPrefix(d, "missing required field "):
+	case strings.HasPrefix(d, "missing required field "):
 		name := unquoteDiag(strings.TrimPrefix(d, "missing required field "))
 		shown := name
 		if isChoiceField(md, name) {
 			shown += "[x]"
 		}
 		return c.issue(codeRequired, appendName(expr, name), "missing required element "+strconv.Quote(shown))
-	case ue.Type == "ReferenceTypeError":
+	case strings.HasPrefix(d, "invalid reference to a "):
 		msg := d
 		if rest, ok := strings.CutPrefix(d, "invalid reference to a "); ok {
 			if got, want, ok := strings.Cut(rest, " resource, want "); ok {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kiln-fhir/kiln/profiles"
@@ -22,11 +23,13 @@ type Expression struct {
 	// does not know, so every single System value result is copied.
 	lits   []*Value
 	opaque bool
+	// branches caches what Branches reports, made on first use.
+	branches atomic.Pointer[[]Branch]
 }
 
 // Compile parses an expression and resolves its functions once.
 func Compile(expr string) (*Expression, error) {
-	n, err := parse(expr)
+	n, _, err := parse(expr, false)
 	if err != nil {
 		return nil, err
 	}

@@ -104,11 +104,11 @@ func convDec(v Value) (Value, bool) {
 		return decValue(new(big.Rat).SetInt64(v.n), 1), true
 	case kStr:
 		if decRe.MatchString(v.s) {
-			r, ok := new(big.Rat).SetString(strings.TrimPrefix(v.s, "+"))
+			r, scale, ok := readDecimal(v.s)
 			if ok {
 				// A Decimal has at most 28 integer digits (larger is not
 				// convertible) and 28 fractional digits (rounded).
-				d, ok, err := boundDecimal(r, scaleOf(v.s))
+				d, ok, err := boundDecimal(r, scale)
 				return d, ok && err == nil
 			}
 		}

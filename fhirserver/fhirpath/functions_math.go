@@ -35,9 +35,8 @@ func fromFloat(f float64) (Collection, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, nil
 	}
-	s := strconv.FormatFloat(f, 'f', -1, 64)
-	r, _ := new(big.Rat).SetString(s)
-	return decResult(r, scaleOf(s))
+	r, scale, _ := readDecimal(strconv.FormatFloat(f, 'f', -1, 64))
+	return decResult(r, scale)
 }
 
 // decResult bounds a Decimal result; out of range is empty.

@@ -8,9 +8,9 @@ import (
 	"html"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"unicode/utf8"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // strFunc adapts a function of the input string and evaluated string
@@ -35,41 +35,42 @@ func strFunc(nargs int, f func(s string, args []string) (Collection, error)) fun
 
 func one(v Value) (Collection, error) { return Collection{v}, nil }
 
-// regexCache keeps compiled patterns; it stops growing at maxRegexCache
-// entries so that patterns built from data cannot exhaust memory.
-var (
-	regexCache     sync.Map // pattern -> *regexp.Regexp or error
-	regexCacheSize atomic.Int64
-)
+// regexCache keeps compiled patterns (and the errors of bad ones), least
+// recently used out first, so that patterns built from data cannot exhaust
+// memory and a new working set still gets cached.
+var regexCache = newRegexCache()
 
 const maxRegexCache = 4096
+
+type compiledRegex struct {
+	re  *regexp.Regexp
+	err error
+}
+
+func newRegexCache() *lru.Cache[string, compiledRegex] {
+	c, err := lru.New[string, compiledRegex](maxRegexCache)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}
 
 // maxSplitItems bounds the items toChars() and split() produce.
 const maxSplitItems = 100_000
 
-func cacheRegex(p string, v any) {
-	if regexCacheSize.Add(1) <= maxRegexCache {
-		regexCache.Store(p, v)
-	}
-}
-
 // compileRegex translates a FHIRPath (PCRE-like) regex to Go syntax; the
 // (?s) flag matches the spec's single-line mode default.
 func compileRegex(p string) (*regexp.Regexp, error) {
-	if v, ok := regexCache.Load(p); ok {
-		if re, ok := v.(*regexp.Regexp); ok {
-			return re, nil
-		}
-		return nil, v.(error)
+	if c, ok := regexCache.Get(p); ok {
+		return c.re, c.err
 	}
 	re, err := regexp.Compile("(?s)" + p)
 	if err != nil {
 		err = fmt.Errorf("fhirpath: unsupported regular expression %q: %v", p, err)
-		cacheRegex(p, err)
-		return nil, err
+		re = nil
 	}
-	cacheRegex(p, re)
-	return re, nil
+	regexCache.Add(p, compiledRegex{re, err})
+	return re, err
 }
 
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")

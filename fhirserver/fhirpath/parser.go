@@ -4,6 +4,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/decimal"
 )
 
 // Binding strength of the binary operators, lowest first, as in the
@@ -70,6 +72,32 @@ type parser struct {
 	nodes int
 	args  int // nesting of function arguments, where $index may be defined
 	aggr  int // nesting of aggregate() arguments, where $total is defined
+	// unions remembers where each '|' operator stood and which unions were
+	// written in parentheses, so that Compile can find the top-level
+	// union branches (see Expression.Branches).
+	unions []unionAt
+	record bool // record unions (for Branches; Compile does not)
+}
+
+// unionAt is a '|' operator: its node, where it stood, and whether the
+// union was written in parentheses.
+type unionAt struct {
+	n       node
+	pos     int
+	grouped bool
+}
+
+// union returns the record of n when n is a union operator, searching
+// back from index from; -1 when it is not. The unions of a left-leaning
+// chain were recorded in order, so a walk down the chain searches each
+// part of the list once.
+func (p *parser) union(n node, from int) int {
+	for i := from; i >= 0; i-- {
+		if p.unions[i].n == n {
+			return i
+		}
+	}
+	return -1
 }
 
 func (p *parser) peek() token { return p.toks[p.i] }
@@ -92,20 +120,63 @@ func (p *parser) expectOp(s string) error {
 	return nil
 }
 
-func parse(src string) (node, error) {
+// parse parses src; with record, it also returns the top-level union
+// branches.
+func parse(src string, record bool) (node, []topBranch, error) {
 	toks, err := lex(src)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := &parser{toks: toks}
+	p := &parser{toks: toks, record: record}
 	n, err := p.expr(precImplies)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if t := p.peek(); t.kind != tEOF {
-		return nil, errAt(t.pos, "unexpected %q", t.text)
+		return nil, nil, errAt(t.pos, "unexpected %q", t.text)
 	}
-	return n, nil
+	if !record {
+		return n, nil, nil
+	}
+	return n, p.topBranches(n, len(src)), nil
+}
+
+// topBranch is one operand of the union at the root of an expression,
+// and where its text ends (the position of the '|' after it).
+type topBranch struct {
+	n   node
+	end int
+}
+
+// topBranches returns the operands of the union at the root of n in
+// source order, or nil when the root is not a union. The union operator
+// is left-associative, so the chain runs down the left operands; a union
+// written in parentheses is one branch.
+func (p *parser) topBranches(n node, srcLen int) []topBranch {
+	var rev []topBranch
+	end, from := srcLen, len(p.unions)-1
+	for {
+		b, ok := n.(*binNode)
+		if !ok || b.op != "|" {
+			break
+		}
+		i := p.union(n, from)
+		if i < 0 || p.unions[i].grouped {
+			break
+		}
+		rev = append(rev, topBranch{b.right, end})
+		end, from = p.unions[i].pos, i-1
+		n = b.left
+	}
+	if len(rev) == 0 {
+		return nil
+	}
+	out := make([]topBranch, 0, len(rev)+1)
+	out = append(out, topBranch{n, end})
+	for i := len(rev) - 1; i >= 0; i-- {
+		out = append(out, rev[i])
+	}
+	return out
 }
 
 // expr parses a binary expression whose operators bind at least as
@@ -149,6 +220,9 @@ func (p *parser) expr(minPrec int) (node, error) {
 		left, err = newBinary(t, left, right)
 		if err != nil {
 			return nil, err
+		}
+		if t.text == "|" && p.record {
+			p.unions = append(p.unions, unionAt{n: left, pos: t.pos})
 		}
 	}
 }
@@ -312,6 +386,10 @@ func (p *parser) term() (node, error) {
 			if err := p.expectOp(")"); err != nil {
 				return nil, err
 			}
+			// The root of a parenthesised union is the last union made.
+			if k := len(p.unions) - 1; k >= 0 && p.unions[k].n == n {
+				p.unions[k].grouped = true
+			}
 			return n, nil
 		case "{":
 			if err := p.expectOp("}"); err != nil {
@@ -365,21 +443,20 @@ func parseNumber(s string) (Value, error) {
 			return intValue(n), nil
 		}
 	}
-	r, ok := new(big.Rat).SetString(s)
+	r, scale, ok := readDecimal(s)
 	if !ok {
 		return Value{}, errAt(0, "invalid number %q", s)
 	}
-	return decValue(r, scaleOf(s)), nil
+	return decValue(r, scale), nil
 }
 
-// scaleOf counts the digits after the decimal point.
-func scaleOf(s string) int {
-	if i := strings.IndexByte(s, '.'); i >= 0 {
-		j := i + 1
-		for j < len(s) && isDigit(s[j]) {
-			j++
-		}
-		return j - i - 1
+// readDecimal reads decimal text into the exact value and the scale (the
+// digits written after the point) a Decimal value holds.
+func readDecimal(s string) (*big.Rat, int, bool) {
+	d, ok := decimal.Parse(s)
+	if !ok {
+		return nil, 0, false
 	}
-	return 0
+	r, ok := d.Rat()
+	return r, d.Scale(), ok
 }

@@ -251,13 +251,14 @@ func toSystem(v Value) Value {
 		}
 	case kDec:
 		if num, ok := v.node.(json.Number); ok {
-			if r, ok := new(big.Rat).SetString(string(num)); ok {
-				return decValue(r, scaleOf(string(num)))
+			if r, scale, ok := readDecimal(string(num)); ok {
+				return decValue(r, scale)
 			}
 		}
-		if r, ok := jsonNumber(v.node); ok {
-			s := strconv.FormatFloat(v.node.(float64), 'f', -1, 64)
-			return decValue(r, scaleOf(s))
+		if f, ok := v.node.(float64); ok {
+			if r, scale, ok := readDecimal(strconv.FormatFloat(f, 'f', -1, 64)); ok {
+				return decValue(r, scale)
+			}
 		}
 	case kDate, kDateTime, kTime:
 		if s, ok := v.node.(string); ok {
@@ -280,8 +281,8 @@ func untypedSystem(n any, v Value) Value {
 		if i, err := x.Int64(); err == nil {
 			return intValue(i)
 		}
-		if r, ok := new(big.Rat).SetString(string(x)); ok {
-			return decValue(r, scaleOf(string(x)))
+		if r, scale, ok := readDecimal(string(x)); ok {
+			return decValue(r, scale)
 		}
 	case float64:
 		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
@@ -289,9 +290,9 @@ func untypedSystem(n any, v Value) Value {
 		}
 		r := new(big.Rat)
 		if r.SetFloat64(x) != nil {
-			s := strconv.FormatFloat(x, 'f', -1, 64)
-			r.SetString(s)
-			return decValue(r, scaleOf(s))
+			if r, scale, ok := readDecimal(strconv.FormatFloat(x, 'f', -1, 64)); ok {
+				return decValue(r, scale)
+			}
 		}
 	}
 	return v
@@ -320,12 +321,9 @@ func quantityFromNode(v Value) Value {
 	scale := 0
 	switch x := m["value"].(type) {
 	case json.Number:
-		r, _ = new(big.Rat).SetString(string(x))
-		scale = scaleOf(string(x))
+		r, scale, _ = readDecimal(string(x))
 	case float64:
-		s := strconv.FormatFloat(x, 'f', -1, 64)
-		r, _ = new(big.Rat).SetString(s)
-		scale = scaleOf(s)
+		r, scale, _ = readDecimal(strconv.FormatFloat(x, 'f', -1, 64))
 	}
 	if r == nil {
 		return v

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
-	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/decimal"
 )
 
 // maxResultDepth bounds the nesting of a patched resource: FHIR resources
@@ -162,62 +162,15 @@ func equal(a, b any) bool {
 	return false
 }
 
-// decimal is a JSON number in a canonical form: value = ±digits × 10^exp
-// with no leading or trailing zeros in digits (empty digits is zero).
-type decimal struct {
-	neg    bool
-	digits string
-	exp    *big.Int
-}
-
-// parseNumber reads JSON number text. It never expands the exponent, so
-// 1e999999999 costs nothing.
-func parseNumber(s string) (decimal, bool) {
-	var d decimal
-	if strings.HasPrefix(s, "-") {
-		d.neg = true
-		s = s[1:]
-	}
-	mant, expText := s, ""
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mant, expText = s[:i], s[i+1:]
-	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	d.exp = new(big.Int)
-	if expText != "" {
-		expText = strings.TrimPrefix(expText, "+")
-		if _, ok := d.exp.SetString(expText, 10); !ok {
-			return d, false
-		}
-	}
-	for _, c := range intPart + frac {
-		if c < '0' || c > '9' {
-			return d, false
-		}
-	}
-	digits := strings.TrimLeft(intPart+frac, "0")
-	d.exp.Sub(d.exp, big.NewInt(int64(len(frac))))
-	trimmed := strings.TrimRight(digits, "0")
-	d.exp.Add(d.exp, big.NewInt(int64(len(digits)-len(trimmed))))
-	d.digits = trimmed
-	if d.digits == "" {
-		d.neg = false
-		d.exp.SetInt64(0)
-	}
-	return d, true
-}
-
-// numbersEqual compares two JSON numbers numerically (1.50 == 1.5 == 15e-1).
+// numbersEqual compares two JSON numbers numerically (1.50 == 1.5 == 15e-1)
+// without expanding their exponents.
 func numbersEqual(a, b string) bool {
 	if a == b {
 		return true
 	}
-	x, ok1 := parseNumber(a)
-	y, ok2 := parseNumber(b)
-	if !ok1 || !ok2 {
-		return false
-	}
-	return x.neg == y.neg && x.digits == y.digits && x.exp.Cmp(y.exp) == 0
+	x, ok1 := decimal.Parse(a)
+	y, ok2 := decimal.Parse(b)
+	return ok1 && ok2 && decimal.Equal(x, y)
 }
 
 // weight approximates the encoded size of v in bytes. It stops counting

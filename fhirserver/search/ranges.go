@@ -5,8 +5,8 @@ import (
 	"math"
 	"math/big"
 	"strconv"
-	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/decimal"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/ucum"
@@ -95,65 +95,13 @@ func numberLiteral(v fhirpath.Value) (string, bool) {
 }
 
 // precisionRange returns the value of a decimal literal and the range its
-// implicit precision denotes: half a unit of the last stated digit either
-// side, [v-h, v+h). The FHIR search page: "5.4" means [5.35, 5.45), "100"
-// means [99.5, 100.5), "1e2" means [50, 150).
+// implicit precision denotes (decimal.Decimal.Range).
 func precisionRange(lit string) (val, low, high *big.Rat, ok bool) {
-	val, ok = new(big.Rat).SetString(lit)
+	d, ok := decimal.Parse(lit)
 	if !ok {
 		return nil, nil, nil, false
 	}
-	mant, exp := lit, 0
-	if i := strings.IndexAny(lit, "eE"); i >= 0 {
-		mant = lit[:i]
-		e, ok := new(big.Int).SetString(strings.TrimPrefix(lit[i+1:], "+"), 10)
-		if !ok || !e.IsInt64() || e.Int64() > 1000 || e.Int64() < -1000 {
-			return val, val, val, true // absurd exponent: treat as exact
-		}
-		exp = int(e.Int64())
-	}
-	frac := 0
-	if i := strings.IndexByte(mant, '.'); i >= 0 {
-		frac = len(mant) - i - 1
-	}
-	half := halfUnit(exp - frac) // the last digit is worth 10^(exp-frac)
-	low = new(big.Rat).Sub(val, half)
-	high = new(big.Rat).Add(val, half)
-	return val, low, high, true
-}
-
-// halves caches 5·10^(place-1) for common places: building it is most of
-// the cost of a precision range.
-var halves = func() [41]*big.Rat {
-	var t [41]*big.Rat
-	for i := range t {
-		t[i] = computeHalf(i - 20)
-	}
-	return t
-}()
-
-// halfUnit returns half of 10^place; the result must not be modified.
-func halfUnit(place int) *big.Rat {
-	if place >= -20 && place <= 20 {
-		return halves[place+20]
-	}
-	return computeHalf(place)
-}
-
-func computeHalf(place int) *big.Rat {
-	half := new(big.Rat).SetInt64(5)
-	ten := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(place-1))), nil)
-	if place-1 >= 0 {
-		return half.Mul(half, new(big.Rat).SetInt(ten))
-	}
-	return half.Quo(half, new(big.Rat).SetInt(ten))
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
+	return d.Range()
 }
 
 // isIntegerType reports FHIR and System integer types, which are exact:

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -274,8 +275,8 @@ func sameBranches(t string, q *Param, expr string) bool {
 		own = append(own, b)
 	}
 	var comp []string
-	for _, b := range splitUnion(expr) {
-		comp = append(comp, t+"."+norm(b))
+	for _, b := range unionBranches(expr) {
+		comp = append(comp, t+"."+norm(b.Source))
 	}
 	slices.Sort(own)
 	slices.Sort(comp)
@@ -338,19 +339,23 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 	if sp.Expression == "" || kindOf(sp.Type) == 0 {
 		return p, nil // kept for lookup, not indexed
 	}
-	for _, b := range splitUnion(branchesFor(sp.Expression, t)) {
-		p.branches = append(p.branches, strings.TrimSpace(b))
+	all, err := compileCached(sp.Expression)
+	if err != nil {
+		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
 	}
-	src := sp.Expression
-	if !r.whole {
-		src = branchesFor(sp.Expression, t)
+	src, kept := keptBranches(sp.Expression, all.Branches(), t)
+	for _, b := range kept {
+		p.branches = append(p.branches, b.Source)
+	}
+	if r.whole {
+		src = sp.Expression
 	}
 	expr, err := compileCached(src)
 	if err != nil {
 		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
 	}
 	p.Expr = expr
-	p.need = needs(src)
+	p.need = needsOf(expr.Branches())
 	for _, c := range sp.Component {
 		def, ok := r.byURL[c.Definition]
 		if !ok {
@@ -367,128 +372,107 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		if err != nil {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
 		}
-		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression, expr: ce, plain: plain, need: relativeNeed(c.Expression)})
+		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression, expr: ce, plain: plain, need: relativeNeed(plain)})
 	}
 	return p, nil
 }
 
 // compiled caches compiled expressions by source: the same branch (e.g.
 // "Resource.meta.tag") is shared by every resource type. Expressions are
-// immutable, so sharing is safe.
-var compiled sync.Map // string -> *fhirpath.Expression
+// immutable, so sharing is safe. Custom parameters bring expressions from
+// clients, so the cache is bounded, least recently used out first; the R4
+// parameters need about 1,700 entries.
+var compiled = func() *lru.Cache[string, *fhirpath.Expression] {
+	c, err := lru.New[string, *fhirpath.Expression](maxCompiled)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}()
+
+const maxCompiled = 8192
 
 func compileCached(src string) (*fhirpath.Expression, error) {
-	if e, ok := compiled.Load(src); ok {
-		return e.(*fhirpath.Expression), nil
+	if e, ok := compiled.Get(src); ok {
+		return e, nil
 	}
 	e, err := fhirpath.Compile(src)
 	if err != nil {
 		return nil, err
 	}
-	compiled.Store(src, e)
+	compiled.Add(src, e)
 	return e, nil
 }
 
-// branchesFor keeps the top-level union branches of expr that can apply
-// to resource type t: those whose first step is t, and those that are
-// type-agnostic (Resource.…, or a first step that is not a resource
-// type). R4 writes multi-base parameters as "Patient.name |
-// Practitioner.name | …"; evaluating the branches of other types is
-// wasted work (they yield nothing), so they are dropped at build time.
-// If nothing is kept the whole expression is returned unchanged.
-func branchesFor(expr, t string) string {
-	parts := splitUnion(expr)
-	if len(parts) < 2 {
-		return expr
+// unionBranches returns the top-level union branches of expr as the
+// FHIRPath parser reads them; nil when expr does not compile.
+func unionBranches(expr string) []fhirpath.Branch {
+	e, err := compileCached(expr)
+	if err != nil {
+		return nil
 	}
-	var kept []string
-	for _, b := range parts {
-		first := firstIdent(b)
-		if first == t || !profiles.IsResourceType(first) || strings.Contains(b, "|") {
-			kept = append(kept, strings.TrimSpace(b))
+	return e.Branches()
+}
+
+// branchesFor keeps the top-level union branches of expr that can apply
+// to resource type t (see keptBranches) and returns them as one
+// expression.
+func branchesFor(expr, t string) string {
+	src, _ := keptBranches(expr, unionBranches(expr), t)
+	return src
+}
+
+// keptBranches keeps the branches bs of expr that can apply to resource
+// type t: those whose first step is t, and those that are type-agnostic
+// (Resource.…, or a first step that is not a resource type). R4 writes
+// multi-base parameters as "Patient.name | Practitioner.name | …";
+// evaluating the branches of other types is wasted work (they yield
+// nothing), so they are dropped at build time. A branch holding a union
+// is kept whole: it may name several types. src is the kept branches
+// joined; with a single branch, or when nothing is kept, it is expr
+// unchanged and every branch is returned.
+func keptBranches(expr string, bs []fhirpath.Branch, t string) (src string, kept []fhirpath.Branch) {
+	if len(bs) < 2 {
+		return expr, bs
+	}
+	var parts []string
+	for _, b := range bs {
+		if b.First == t || !profiles.IsResourceType(b.First) || b.Union {
+			kept = append(kept, b)
+			parts = append(parts, b.Source)
 		}
 	}
 	if len(kept) == 0 {
-		return expr
+		return expr, bs
 	}
-	return strings.Join(kept, " | ")
-}
-
-// splitUnion splits s at '|' outside parentheses, brackets, braces and
-// string or delimited-identifier literals.
-func splitUnion(s string) []string {
-	var parts []string
-	depth, start := 0, 0
-	var quote byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '`':
-			quote = c
-		case c == '(' || c == '[' || c == '{':
-			depth++
-		case c == ')' || c == ']' || c == '}':
-			depth--
-		case c == '|' && depth == 0:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// firstIdent returns the first identifier of a branch, skipping white
-// space and opening parentheses.
-func firstIdent(s string) string {
-	s = strings.TrimLeft(s, " \t\r\n(")
-	end := 0
-	for end < len(s) {
-		c := s[end]
-		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || end > 0 && '0' <= c && c <= '9' {
-			end++
-			continue
-		}
-		break
-	}
-	return s[:end]
+	return strings.Join(parts, " | "), kept
 }
 
 // needs returns the top-level element names the union branches of expr
-// start with ("Patient.name | Patient.address" → name, address), or nil
-// when a branch is not of the form Type.element… (a function at the top,
-// a nested union, a variable).
-func needs(expr string) []string {
+// start with (see needsOf); nil when expr does not compile.
+func needs(expr string) []string { return needsOf(unionBranches(expr)) }
+
+// needsOf returns the top-level element names the branches start with
+// ("Patient.name | Patient.address" → name, address), or nil when a
+// branch is not of the form Type.element… made of steps that yield
+// nothing when the element is absent (a function at the top, an
+// operator, a nested union, a variable).
+func needsOf(bs []fhirpath.Branch) []string {
 	var out []string
-	for _, b := range splitUnion(expr) {
-		if strings.Contains(b, "|") || !emptyPropagating(b) {
+	for _, b := range bs {
+		if b.Union || !emptyPropagating(b.Path) || len(b.Path) < 2 {
 			return nil
 		}
-		b = strings.TrimLeft(b, " \t\r\n(")
-		first := firstIdent(b)
-		if first != "Resource" && first != "DomainResource" && !profiles.IsResourceType(first) {
+		first, elem := b.Path[0], b.Path[1]
+		if first.Call || first.Index || first.Operator ||
+			first.Name != "Resource" && first.Name != "DomainResource" && !profiles.IsResourceType(first.Name) {
 			return nil
 		}
-		rest := b[len(first):]
-		if !strings.HasPrefix(rest, ".") {
-			return nil
-		}
-		rest = rest[1:]
-		elem := firstIdent(rest)
-		if elem == "" {
-			return nil
-		}
-		after := strings.TrimLeft(rest[len(elem):], " \t\r\n")
-		if strings.HasPrefix(after, "(") {
+		if elem.Call || elem.Index || elem.Operator {
 			return nil // a function on the resource, not an element
 		}
-		if !slices.Contains(out, elem) {
-			out = append(out, elem)
+		if !slices.Contains(out, elem.Name) {
+			out = append(out, elem.Name)
 		}
 	}
 	return out
@@ -505,129 +489,45 @@ var emptyFuncs = map[string]bool{
 	"tail": true, "distinct": true, "children": true, "descendants": true,
 }
 
-// emptyPropagating reports whether branch is a plain navigation path in
-// the sense of emptyFuncs (function arguments are not inspected: they are
+// emptyPropagating reports whether path is a navigation path in the
+// sense of emptyFuncs (function arguments are not inspected: they are
 // only evaluated for items that exist).
-func emptyPropagating(branch string) bool {
-	depth := 0
-	var quote byte
-	word := ""
-	for i := 0; i < len(branch); i++ {
-		c := branch[i]
-		if quote != 0 {
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-			continue
-		}
-		isIdent := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		if depth > 0 {
-			switch c {
-			case '(', '[':
-				depth++
-			case ')', ']':
-				depth--
-			case '\'', '`':
-				quote = c
-			}
-			continue
-		}
-		switch {
-		case isIdent:
-			word += string(c)
-			continue
-		case c == '(' && word == "":
-			// A parenthesised group: its content must be a plain path too.
-			end := matchParen(branch, i)
-			if end < 0 || !emptyPropagating(branch[i+1:end]) {
-				return false
-			}
-			i = end
-		case c == '(':
-			// A call must be of an empty-propagating function.
-			if !emptyFuncs[word] {
-				return false
-			}
-			depth++
-		case c == '[':
-			depth++
-		case c == '`':
-			quote = c
-		case c == '.', c == ' ', c == '\t', c == '\n', c == '\r', c == ')':
-		default:
-			return false
-		}
-		if word == "and" || word == "or" || word == "xor" || word == "implies" || word == "div" || word == "mod" || word == "in" || word == "contains" {
-			return false
-		}
-		word = ""
-	}
-	switch word {
-	case "and", "or", "xor", "implies", "div", "mod", "in", "contains":
+func emptyPropagating(path []fhirpath.Step) bool {
+	if path == nil {
 		return false
+	}
+	for _, st := range path {
+		if st.Call && !emptyFuncs[st.Name] {
+			return false
+		}
 	}
 	return true
 }
 
-// matchParen returns the index of the parenthesis closing the one at
-// open, or -1.
-func matchParen(s string, open int) int {
-	depth := 0
-	var quote byte
-	for i := open; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '\'' || c == '`':
-			quote = c
-		case c == '(':
-			depth++
-		case c == ')':
-			depth--
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
 // relativeNeed returns the element of the item a relative path such as
-// "code" or "value.as(Quantity)" starts from, or "" when it is not a
-// plain path. A choice narrowed to one type gives the JSON name of that
+// "code" or "value.as(Quantity)" starts from, or "" when it starts
+// otherwise (a function, a resource type, a literal) or holds a union or
+// a variable. A choice narrowed to one type gives the JSON name of that
 // choice ("value.as(Quantity)" → "valueQuantity"), so that items with
 // another type of value are skipped without evaluation.
-func relativeNeed(expr string) string {
-	expr = strings.TrimSpace(expr)
-	if strings.ContainsAny(expr, "|%$") {
+func relativeNeed(e *fhirpath.Expression) string {
+	bs := e.Branches()
+	if len(bs) != 1 {
 		return ""
 	}
-	first := firstIdent(expr)
-	if first == "" || profiles.IsResourceType(first) {
+	b := bs[0]
+	if b.Union || b.Variables || b.FirstCall || b.First == "" || profiles.IsResourceType(b.First) {
 		return ""
 	}
-	rest := strings.TrimLeft(expr[len(first):], " \t\r\n")
-	if strings.HasPrefix(rest, "(") {
-		return ""
-	}
-	for _, fn := range []string{".as(", ".ofType("} {
-		if strings.HasPrefix(rest, fn) && strings.HasSuffix(rest, ")") {
-			typ := rest[len(fn) : len(rest)-1]
-			// Quantity has subtypes (Age, Duration…) that as() accepts
-			// under other JSON names: not narrowed.
-			if firstIdent(typ) == typ && typ != "" && typ != "Quantity" {
-				return first + strings.ToUpper(typ[:1]) + typ[1:]
-			}
+	if len(b.Path) == 2 {
+		st := b.Path[1]
+		// Quantity has subtypes (Age, Duration…) that as() accepts under
+		// other JSON names: not narrowed.
+		if st.Call && (st.Name == "as" || st.Name == "ofType") && st.TypeNS == "" && st.Type != "" && st.Type != "Quantity" {
+			return b.First + strings.ToUpper(st.Type[:1]) + st.Type[1:]
 		}
 	}
-	return first
+	return b.First
 }
 
 // Lookup returns the parameter code of resourceType.

@@ -12,8 +12,8 @@ package ucum
 
 import (
 	"math/big"
-	"sync"
-	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // parsedUnit is a parsed, cached unit expression. Immutable.
@@ -27,21 +27,25 @@ type parsedUnit struct {
 
 const maxCache = 4096
 
-var (
-	cache     sync.Map // string -> *parsedUnit (nil entry: invalid)
-	cacheSize atomic.Int64
-)
+// cache holds parsed unit expressions (a nil entry: invalid), least
+// recently used out first: units come from data, so the set is bounded,
+// and a new working set still gets cached once the cache is full.
+var cache = func() *lru.Cache[string, *parsedUnit] {
+	c, err := lru.New[string, *parsedUnit](maxCache)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return c
+}()
 
 // lookupUnit parses unit expression s, caching the result.
 func lookupUnit(s string) *parsedUnit {
-	if c, ok := cache.Load(s); ok {
-		return c.(*parsedUnit)
+	if u, ok := cache.Get(s); ok {
+		return u
 	}
 	u := parseUnit(s)
-	if len(s) <= maxExprLen && cacheSize.Load() < maxCache {
-		if _, loaded := cache.LoadOrStore(s, u); !loaded {
-			cacheSize.Add(1)
-		}
+	if len(s) <= maxExprLen {
+		cache.Add(s, u)
 	}
 	return u
 }

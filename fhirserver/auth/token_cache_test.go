@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"strconv"
+	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/crypt"
+	"github.com/kiln-fhir/kiln/fhirserver/store"
+)
+
+// TestVerifiedCacheBounded: the verified-token cache stays within its
+// entry limit and, once full, drops the least recently used entries rather
+// than all of them, so a busy server does not re-verify every client's
+// token at once.
+func TestVerifiedCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	master := make([]byte, crypt.KeySize)
+	if _, err := rand.Read(master); err != nil {
+		t.Fatal(err)
+	}
+	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
+		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := svc.Tokens
+	kept, _, err := tk.Issue(ctx, "user/kept", RoleProvider, "", "", "patients:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Verify(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the cache with other clients' entries, the kept token in use
+	// all along.
+	for i := range maxVerifiedKept {
+		tk.verified.Add("other-"+strconv.Itoa(i), verifiedToken{})
+		if i%1000 == 0 {
+			tk.verified.Get(kept)
+		}
+	}
+	fresh, _, err := tk.Issue(ctx, "user/fresh", RoleProvider, "", "", "patients:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Verify(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if n := tk.verified.Len(); n != maxVerifiedKept {
+		t.Errorf("cache holds %d entries, want the limit %d", n, maxVerifiedKept)
+	}
+	if !tk.verified.Contains(kept) || !tk.verified.Contains(fresh) {
+		t.Errorf("recently used tokens were dropped (kept %v, fresh %v)", tk.verified.Contains(kept), tk.verified.Contains(fresh))
+	}
+}
