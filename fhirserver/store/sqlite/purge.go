@@ -32,8 +32,14 @@ func (s *Store) Purge(ctx context.Context, typ string, before time.Time, limit i
 			return 0, wrapErr(ctx, "purge", err)
 		}
 	}
+	// The resource holding the highest rid is kept even when it is due:
+	// rid is a plain rowid, so deleting the highest row would let the next
+	// create reuse its number, and a search cursor's snapshot (every rid up
+	// to the highest when it began) would then take in a resource created
+	// after it. It is purged by the first run after anything newer exists.
 	res, err := tx.ExecContext(ctx, `INSERT INTO temp.purge_victims (rid, id)
-		SELECT rid, id FROM resources WHERE type = ? AND last_updated < ? LIMIT ?`, typ, micros(before), limit)
+		SELECT rid, id FROM resources WHERE type = ? AND last_updated < ?
+			AND rid < (SELECT max(rid) FROM resources) LIMIT ?`, typ, micros(before), limit)
 	if err != nil {
 		return 0, wrapErr(ctx, "purge: select", err)
 	}

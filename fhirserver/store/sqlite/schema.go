@@ -20,9 +20,9 @@ const applicationID = 0x4B494C4E
 var migrations = [][]string{
 	// 1: versions and the current-version pointer.
 	{
-		// resource_versions is append-only: every version of every resource,
-		// exactly once. Nothing UPDATEs or DELETEs its rows (a future erasure
-		// feature will be the only exception).
+		// resource_versions holds every version of every resource, exactly
+		// once. Only erasure (Rewrite) updates its rows and only the
+		// retention purge deletes them.
 		//
 		// seq is the insertion order. AUTOINCREMENT (rather than a plain
 		// rowid) guarantees a seq is never reused, even after the newest row
@@ -72,7 +72,8 @@ var migrations = [][]string{
 	// per row shape of search.Rows (not one per parameter).
 	{
 		// Rebuilt, as SQLite cannot add a primary key. rid is never reused:
-		// nothing deletes from resources (a delete is a tombstone pointer).
+		// a delete is a tombstone pointer, and the retention purge never
+		// deletes the row holding the highest rid (see Purge).
 		`CREATE TABLE resources_new (
 			rid          INTEGER PRIMARY KEY,
 			type         TEXT    NOT NULL,
