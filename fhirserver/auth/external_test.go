@@ -13,9 +13,6 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-
-	"github.com/kiln-fhir/kiln/fhirserver/crypt"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 // fakeProvider is an OpenID provider on loopback: discovery and keys.
@@ -58,15 +55,8 @@ func TestExternalIssuer(t *testing.T) {
 	}
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	idp := fakeProvider(t, key)
-	master := make([]byte, crypt.KeySize)
-	_, _ = rand.Read(master)
-	keyring, _ := crypt.NewKeyring(map[uint32][]byte{1: master})
 	ctx := oidc.ClientContext(context.Background(), idp.Client())
-	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
-		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newMemService(t, ctx, nil)
 	if err := svc.AddExternal(ctx, ExternalIssuer{Issuer: idp.URL, Audience: "kiln",
 		ClaimScopes: map[string]string{"groups=clinicians": "patients:read", "department=workforce": "workforce:read"}}); err != nil {
 		t.Fatal(err)

@@ -2,12 +2,8 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
 	"strconv"
 	"testing"
-
-	"github.com/kiln-fhir/kiln/fhirserver/crypt"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
 // TestVerifiedCacheBounded: the verified-token cache stays within its
@@ -16,19 +12,7 @@ import (
 // token at once.
 func TestVerifiedCacheBounded(t *testing.T) {
 	ctx := context.Background()
-	master := make([]byte, crypt.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
-		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newMemService(t, ctx, nil)
 	tk := svc.Tokens
 	kept, _, err := tk.Issue(ctx, "user/kept", RoleProvider, "", "", "patients:read")
 	if err != nil {

@@ -98,19 +98,7 @@ func nonCanonical(seg string) string {
 // base64url (commit 46076a8).
 func TestVerifyRejectsNonCanonicalBase64(t *testing.T) {
 	ctx := context.Background()
-	master := make([]byte, crypt.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
-		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newMemService(t, ctx, nil)
 	valid, _, err := svc.Tokens.Issue(ctx, "user/fuzz", RoleProvider, "", "", "patients:read")
 	if err != nil {
 		t.Fatal(err)
@@ -137,19 +125,7 @@ func FuzzVerify(f *testing.F) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	clock := func() time.Time { return now }
-	master := make([]byte, crypt.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		f.Fatal(err)
-	}
-	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
-	if err != nil {
-		f.Fatal(err)
-	}
-	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
-		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir", Now: clock})
-	if err != nil {
-		f.Fatal(err)
-	}
+	svc := newMemService(f, ctx, clock)
 	issued := map[string]bool{}
 	issue := func(scope string) string {
 		tok, _, err := svc.Tokens.Issue(ctx, "user/fuzz", RoleProvider, "", "", scope)
@@ -235,4 +211,24 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("accepted token with claims %+v", c)
 		}
 	})
+}
+
+// newMemService is a Service over in-memory records and a fresh random
+// master key, issuing for https://kiln.test; now may be nil (the clock).
+func newMemService(tb testing.TB, ctx context.Context, now func() time.Time) *Service {
+	tb.Helper()
+	master := make([]byte, crypt.KeySize)
+	if _, err := rand.Read(master); err != nil {
+		tb.Fatal(err)
+	}
+	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
+		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir", Now: now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return svc
 }
