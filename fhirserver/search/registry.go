@@ -57,7 +57,9 @@ type Param struct {
 	// this one is (Observation combo-code = code | component-code, and the
 	// combo composites likewise). Such a parameter is not indexed: a
 	// search on it searches its parts, so each value is stored once, not
-	// twice (a third of an Observation's rows).
+	// twice (a third of an Observation's rows). A single part is a
+	// parameter indexed exactly like this one (see linkAliases: Patient
+	// phonetic is searched, sorted and tested for :missing as name).
 	Parts []*Param
 	// Conjoined, when set, are the parameters of the same type that define
 	// the components of a composite evaluated on the resource itself
@@ -187,6 +189,7 @@ func buildRegistry(whole bool) (*Registry, error) {
 	for t, m := range build {
 		linkParts(m)
 		linkConjoined(t, m)
+		linkAliases(m)
 		r.types[t] = newTypeParams(m)
 	}
 	return r, nil
@@ -227,6 +230,71 @@ func linkParts(m map[string]*Param) {
 			p.Parts = parts
 		}
 	}
+}
+
+// linkAliases makes each core parameter that is indexed exactly like
+// another of the same type (same type, targets and expression branches
+// for this type, hence the same entries under another code) an alias of
+// the one with the least code: Parts holds that one alone, so the alias
+// has no keys, dates, numbers or sort rows of its own, and a search, a
+// _sort or a :missing on it reads the canonical parameter's. R4 has such
+// pairs (Patient, Person, Practitioner and RelatedPerson phonetic = name,
+// CodeSystem url = system, CapabilityStatement version = fhirversion):
+// a name costs 8 keys instead of 12. Stores written before kept the rows
+// of both, so the canonical one's are there and nothing needs reindexing
+// (the alias's old rows are no longer read). Reference parameters are
+// left alone: includes, chains, _has and compartments read their keys
+// by code outside the parser. Custom parameters too, as they come and go.
+func linkAliases(m map[string]*Param) {
+	eligible := func(p *Param) bool {
+		return !p.Custom && p.Indexable() && len(p.Parts) == 0 && p.Conjoined == nil &&
+			p.Type != "reference" && p.Type != "composite" && len(p.Components) == 0
+	}
+	codes := slices.Sorted(maps.Keys(m))
+	alias := map[*Param]*Param{}
+	for i, c := range codes {
+		p := m[c]
+		if !eligible(p) || alias[p] != nil {
+			continue
+		}
+		for _, d := range codes[i+1:] {
+			q := m[d]
+			if eligible(q) && alias[q] == nil && q.Type == p.Type &&
+				slices.Equal(q.Targets, p.Targets) && sameSet(q.branches, p.branches) {
+				alias[q] = p
+			}
+		}
+	}
+	for q, p := range alias {
+		q.Parts = []*Param{p}
+	}
+	// Unions and conjoined composites must name the canonical parameters,
+	// which are the ones with rows.
+	canon := func(ps []*Param, dedup bool) []*Param {
+		out := make([]*Param, 0, len(ps))
+		for _, q := range ps {
+			if p := alias[q]; p != nil {
+				q = p
+			}
+			if !dedup || !slices.Contains(out, q) {
+				out = append(out, q)
+			}
+		}
+		return out
+	}
+	for _, p := range m {
+		if alias[p] == nil && len(p.Parts) > 0 {
+			p.Parts = canon(p.Parts, true)
+		}
+		if p.Conjoined != nil { // one per component, in order
+			p.Conjoined = canon(p.Conjoined, false)
+		}
+	}
+}
+
+// sameSet reports whether a and b hold the same strings.
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && isSubset(a, b) && isSubset(b, a)
 }
 
 // linkConjoined sets Conjoined on each core composite of type t whose

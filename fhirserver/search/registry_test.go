@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -348,5 +349,63 @@ func TestConjoinedComposites(t *testing.T) {
 				t.Errorf("%s %s conjoined %v, want %v", typ, p.Code, got, exp)
 			}
 		}
+	}
+}
+
+// TestAliasedParams proves that a parameter indexed exactly like another
+// (Patient phonetic = name) has no rows of its own and is searched,
+// tested for :missing and sorted through the other's rows.
+func TestAliasedParams(t *testing.T) {
+	r := testRegistry(t)
+	rows, err := r.ExtractRows(context.Background(), "Patient", decode(t, `{"resourceType":"Patient","name":[{"family":"Okafor","given":["Ada"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range rows.Keys {
+		if strings.HasPrefix(k, "phonetic") {
+			t.Errorf("aliased parameter has key %q", k)
+		}
+	}
+	for _, s := range rows.Sorts {
+		if s.Param == "phonetic" {
+			t.Errorf("aliased parameter has a sort row")
+		}
+	}
+	if !slices.Contains(rows.Keys, "name\x1fokafor") {
+		t.Errorf("keys %q lack name\\x1fokafor", rows.Keys)
+	}
+	tests := []struct {
+		query string
+		want  Match
+	}{
+		{"phonetic=oka", Match{Op: OpKeyPrefix, Prefix: "name\x1foka"}},
+		{"phonetic:exact=Okafor", Match{Op: OpKey, Keys: []string{"name:exact\x1fOkafor"}}},
+		{"phonetic:missing=true", Match{Op: OpMissing, Param: "name", Missing: true}},
+	}
+	for _, tt := range tests {
+		q, err := url.ParseQuery(tt.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Parse([]string{"Patient"}, q, testOpts())
+		if err != nil {
+			t.Fatalf("%s: %v", tt.query, err)
+		}
+		cs := p.Query.Where
+		if len(cs) != 1 || len(cs[0].Any) != 1 {
+			t.Fatalf("%s: clauses %+v", tt.query, cs)
+		}
+		m := cs[0].Any[0]
+		if m.Op != tt.want.Op || m.Prefix != tt.want.Prefix || !slices.Equal(m.Keys, tt.want.Keys) || m.Missing != tt.want.Missing ||
+			tt.want.Op == OpMissing && m.Param != tt.want.Param {
+			t.Errorf("%s: match %+v, want %+v", tt.query, m, tt.want)
+		}
+	}
+	p, err := r.Parse([]string{"Patient"}, url.Values{"_sort": {"-phonetic"}}, testOpts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Query.Sort) != 1 || p.Query.Sort[0].Param != "name" || !p.Query.Sort[0].Desc {
+		t.Errorf("_sort=-phonetic sorts by %+v, want name descending", p.Query.Sort)
 	}
 }

@@ -69,6 +69,7 @@ func MakeRows(entries []Entry) Rows {
 // bytes each) at once, only their much smaller rows.
 type rowBuilder struct {
 	r     Rows
+	keys  keyArena
 	sorts map[string]*SortRow
 	order []string
 }
@@ -91,7 +92,7 @@ func (b *rowBuilder) add(entries []Entry) {
 	r := &b.r
 	for i := range entries {
 		e := &entries[i]
-		r.Keys = e.appendKeys(r.Keys)
+		r.Keys = b.keys.appendKeys(e, r.Keys)
 		s := b.sortRow(e.Param)
 		switch e.Kind {
 		case KindString:

@@ -103,3 +103,32 @@ func TestExtractRowsInBatchesEqualsMakeRows(t *testing.T) {
 		}
 	}
 }
+
+// TestRowKeysAreEntryKeys: the keys MakeRows builds in its arena are
+// those of Entry.Keys, for keys of every shape (modifiers, a value cut at
+// MaxKeyBytes, blocks filled and started anew).
+func TestRowKeysAreEntryKeys(t *testing.T) {
+	long := strings.Repeat("é", MaxKeyBytes)
+	var entries []Entry
+	for i := range 2000 {
+		entries = append(entries,
+			Entry{Param: "family", Kind: KindString, Str: fmt.Sprint("fam", i), Exact: fmt.Sprint("Fam", i)},
+			Entry{Param: "identifier", Kind: KindToken, System: "urn:s", Code: fmt.Sprint(i), TypeSystem: "urn:t", TypeCode: "MR"},
+		)
+	}
+	entries = append(entries, Entry{Param: "text", Kind: KindString, Str: long, Exact: long})
+	var want []string
+	for _, e := range entries {
+		want = append(want, e.Keys()...)
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if got := MakeRows(entries).Keys; !slices.Equal(got, want) {
+		t.Errorf("MakeRows gave %d keys, Entry.Keys %d", len(got), len(want))
+		for i := range min(len(got), len(want)) {
+			if got[i] != want[i] {
+				t.Fatalf("first difference at %d: %q, want %q", i, got[i], want[i])
+			}
+		}
+	}
+}

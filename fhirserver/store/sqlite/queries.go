@@ -55,6 +55,13 @@ const (
 // (PutWithRows, 100 per transaction).
 const keysPerInsert = 16
 
+// bulkKeysPerInsert is how many keys one INSERT takes for a resource with
+// many (a Patient of 100,000 names has 800,000): a statement per 16 keys
+// re-seeks both B-trees of search_keys from their roots for each
+// statement, while one long statement keeps its cursors where the last
+// row went (by_rid grows at its end for a new resource).
+const bulkKeysPerInsert = 512
+
 // keysSQL inserts n keys of one resource: ?1..?n, then its type and rid.
 // A resource's keys are unique (search.Rows), so OR IGNORE only keeps a
 // repeated reindex harmless.
@@ -194,6 +201,7 @@ type writeQueries struct {
 	delete               [len(deleteRowsSQL)]*sql.Stmt
 	insSorts             *sql.Stmt
 	insKeys              [keysPerInsert]*sql.Stmt
+	insKeysBulk          *sql.Stmt // bulkKeysPerInsert keys
 	insDates, insNumbers [rangesPerInsert]*sql.Stmt
 }
 
@@ -218,6 +226,7 @@ func (q *writeQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 	for n := range keysPerInsert {
 		prep(&q.insKeys[n], keysSQL(n+1))
 	}
+	prep(&q.insKeysBulk, keysSQL(bulkKeysPerInsert))
 	for n := range rangesPerInsert {
 		prep(&q.insDates[n], rangesSQL("search_dates", n+1))
 		prep(&q.insNumbers[n], rangesSQL("search_numbers", n+1))
@@ -226,7 +235,7 @@ func (q *writeQueries) prepare(ctx context.Context, db *sql.DB) (err error) {
 }
 
 func (q *writeQueries) close() error {
-	errs := []error{closeStmt(q.current), closeStmt(q.insert), closeStmt(q.create), closeStmt(q.update), closeStmt(q.dropVersion), closeStmt(q.insSorts)}
+	errs := []error{closeStmt(q.current), closeStmt(q.insert), closeStmt(q.create), closeStmt(q.update), closeStmt(q.dropVersion), closeStmt(q.insSorts), closeStmt(q.insKeysBulk)}
 	for _, st := range q.delete {
 		errs = append(errs, closeStmt(st))
 	}

@@ -33,17 +33,22 @@ func (s *Store) putRows(ctx context.Context, tx *writeTx, w store.Write, rid int
 	// instructions per Observation, measured with perf stat on
 	// BenchmarkPutWithRows), ranges bound as native integers and reals.
 	rows := w.Index
-	args := make([]any, 0, max(keysPerInsert+2, rangesPerInsert*5))
-	for i := 0; i < len(rows.Keys); i += keysPerInsert {
-		chunk := rows.Keys[i:min(i+keysPerInsert, len(rows.Keys))]
+	keys := rows.Keys
+	args := make([]any, 0, max(min(len(keys), bulkKeysPerInsert)+2, rangesPerInsert*5))
+	for len(keys) > 0 {
+		n, st := min(len(keys), keysPerInsert), s.pq.insKeys[min(len(keys), keysPerInsert)-1]
+		if len(keys) >= bulkKeysPerInsert {
+			n, st = bulkKeysPerInsert, s.pq.insKeysBulk
+		}
 		args = args[:0]
-		for _, k := range chunk {
+		for _, k := range keys[:n] {
 			args = append(args, k)
 		}
 		args = append(args, w.Type, rid)
-		if _, err := tx.stmt(s.pq.insKeys[len(chunk)-1]).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.stmt(st).ExecContext(ctx, args...); err != nil {
 			return err
 		}
+		keys = keys[n:]
 	}
 	for i := 0; i < len(rows.Dates); i += rangesPerInsert {
 		chunk := rows.Dates[i:min(i+rangesPerInsert, len(rows.Dates))]

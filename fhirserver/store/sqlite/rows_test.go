@@ -11,8 +11,9 @@ import (
 )
 
 // TestKeysStoredWhole: a resource's keys go up to keysPerInsert to an
-// INSERT; every count around those chunks stores exactly the keys given,
-// byte for byte, and an update replaces them.
+// INSERT, bulkKeysPerInsert while it has that many left; every count
+// around those chunks stores exactly the keys given, byte for byte, and
+// an update replaces them.
 func TestKeysStoredWhole(t *testing.T) {
 	s := openTemp(t, filepath.Join(t.TempDir(), "kiln.db"))
 	defer s.Close()
@@ -37,12 +38,13 @@ func TestKeysStoredWhole(t *testing.T) {
 	keys := func(n int, tag string) []string {
 		var ks []string
 		for i := range n {
-			ks = append(ks, fmt.Sprintf("code\x1f%s%03d\x00é", tag, i))
+			ks = append(ks, fmt.Sprintf("code\x1f%s%04d\x00é", tag, i))
 		}
 		slices.Sort(ks)
 		return ks
 	}
-	for _, n := range []int{0, 1, keysPerInsert - 1, keysPerInsert, keysPerInsert + 1, 2 * keysPerInsert, 2*keysPerInsert + 1, 100} {
+	for _, n := range []int{0, 1, keysPerInsert - 1, keysPerInsert, keysPerInsert + 1, 2 * keysPerInsert, 2*keysPerInsert + 1, 100,
+		bulkKeysPerInsert - 1, bulkKeysPerInsert, bulkKeysPerInsert + 1, bulkKeysPerInsert + keysPerInsert + 3, 2*bulkKeysPerInsert + 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			id := fmt.Sprint("k", n)
 			for version, tag := range []string{"a", "b"} {
