@@ -110,7 +110,7 @@ func newAuthHarness(t *testing.T, now func() time.Time) *authHarness {
 	t.Cleanup(srv.Close)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 
-	svc, err := auth.NewService(ctx, auth.Config{Records: st, Sealer: keyring, Issuer: srv.URL, Audience: srv.URL + "/fhir", Now: now})
+	svc, err := auth.NewService(ctx, auth.Config{Records: st, Sealer: keyring, Issuer: srv.URL, Audience: srv.URL + "/fhir", FHIRBases: []string{"/fhir"}, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
