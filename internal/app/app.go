@@ -115,6 +115,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Limits = cfg.Limits.WithDefaults()
 	a := &App{cfg: cfg, logger: cfg.Logger}
 	defer func() {
 		if err != nil {
@@ -289,3 +290,6 @@ func (a *App) closeStores() {
 		}
 	}
 }
+
+// Config is the configuration the app was opened with, defaults filled in.
+func (a *App) Config() Config { return a.cfg }
