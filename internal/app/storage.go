@@ -126,9 +126,7 @@ func LoadAuditQueryKey(dir string, st store.Store) ([]byte, error) {
 // the secret, so that any of them accepts the page links of another and
 // keys audit tags alike), else from file in the data folder, mode 0600.
 func loadSecret(dir string, st store.Store, name, file, what string) ([]byte, error) {
-	if shared, ok := st.(interface {
-		Secret(ctx context.Context, name string, size int) ([]byte, error)
-	}); ok {
+	if shared, ok := st.(store.SecretKeeper); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return shared.Secret(ctx, name, 32)
