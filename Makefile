@@ -62,7 +62,7 @@ test-clients:
 RACE_PKGS := ./cmd/kiln ./fhirserver ./fhirserver/audit ./fhirserver/auth \
 	./fhirserver/fhirjson ./fhirserver/fhirpath ./fhirserver/httpserver \
 	./fhirserver/search ./fhirserver/store/... ./fhirserver/ucum \
-	./legacyapi ./profiles ./profiles/validate
+	./internal/app ./legacyapi ./profiles ./profiles/validate
 RACE_GCFLAGS := github.com/ncruces/go-sqlite3-wasm/...=-race=false
 test-race:
 	$(GO) test -count=1 -race -gcflags='$(RACE_GCFLAGS)' $(RACE_PKGS)

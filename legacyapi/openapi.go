@@ -211,8 +211,8 @@ func opKey(method, path string) string { return method + " " + path }
 type endpoint struct{ method, path string }
 
 // endpoints are the routes the API's document describes: its own and,
-// with Config.Auth, the issuer's outside /fhir (the SMART configuration
-// under /fhir belongs to the FHIR API).
+// with Config.Auth, the issuer's outside the FHIR bases (the SMART
+// configuration under a base belongs to that FHIR API).
 func (a *API) endpoints() []endpoint {
 	var out []endpoint
 	for _, rt := range a.Routes() {
@@ -220,7 +220,7 @@ func (a *API) endpoints() []endpoint {
 	}
 	if a.cfg.Auth != nil {
 		a.cfg.Auth.Routes(func(method, path string, _ http.Handler) {
-			if path != "/fhir" && !strings.HasPrefix(path, "/fhir/") {
+			if !a.cfg.Auth.IsFHIRPath(path) {
 				out = append(out, endpoint{method, path})
 			}
 		})

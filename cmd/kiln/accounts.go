@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/app"
 )
 
 // The account commands (users, machine clients, signing keys, tokens)
@@ -41,7 +42,7 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		return err
 	}
 	defer a.Close()
-	users := a.auth.Users
+	users := a.Auth.Users
 	switch sub {
 	case "add":
 		if *email == "" || *role == "" || !*passwordStdin {
@@ -65,14 +66,14 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		if err != nil {
 			return err
 		}
-		u, families, err := a.auth.ResetPassword(ctx, *email, password)
+		u, families, err := a.Auth.ResetPassword(ctx, *email, password)
 		if errors.Is(err, store.ErrNotFound) {
 			return noUser(*email)
 		}
 		if u != nil {
 			// Recorded once the password changed, even if revoking the
 			// sessions then failed: the audit trail says what happened.
-			a.auth.Record(ctx, auth.Event{Action: "password-reset", Subject: "user/" + u.ID, Success: err == nil})
+			a.Auth.Record(ctx, auth.Event{Action: "password-reset", Subject: "user/" + u.ID, Success: err == nil})
 		}
 		if err != nil {
 			return err
@@ -98,7 +99,7 @@ func runUser(ctx context.Context, sub string, args []string, s stdio) error {
 		if *email == "" {
 			return usageError(s.err, synopsis(cmdName))
 		}
-		ended, err := a.auth.SetDisabled(ctx, *email, sub == "disable")
+		ended, err := a.Auth.SetDisabled(ctx, *email, sub == "disable")
 		if errors.Is(err, store.ErrNotFound) {
 			return noUser(*email)
 		}
@@ -158,7 +159,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		return err
 	}
 	defer a.Close()
-	clients := a.auth.Clients
+	clients := a.Auth.Clients
 	switch sub {
 	case "add":
 		if *name == "" || *scopes == "" {
@@ -174,7 +175,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		if err != nil {
 			return err
 		}
-		a.auth.Record(ctx, auth.Event{Action: "client-issue", Subject: "client/" + cl.ID, Success: true})
+		a.Auth.Record(ctx, auth.Event{Action: "client-issue", Subject: "client/" + cl.ID, Success: true})
 		fmt.Fprintf(stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it expires on %s)\n",
 			cl.ID, secret, cl.Secrets[0].Expires.Format("2006-01-02"))
 		return nil
@@ -186,7 +187,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		if err != nil {
 			return err
 		}
-		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
+		a.Auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
 		fmt.Fprintf(stdout, "client_secret: %s\n(the previous secret keeps working for %s, at most until it expires)\n", secret, clients.Overlap)
 		return nil
 	case "keys":
@@ -200,7 +201,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		if err := clients.SetKeys(ctx, *id, jwks); err != nil {
 			return err
 		}
-		a.auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
+		a.Auth.Record(ctx, auth.Event{Action: "client-rotate", Subject: "client/" + *id, Success: true})
 		fmt.Fprintf(stdout, "registered the keys of %s; they are accepted for %s\n", *id, clients.SecretLifetime)
 		return nil
 	case "introspect":
@@ -210,7 +211,7 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 		if err := clients.SetIntrospect(ctx, *id, !*off); err != nil {
 			return err
 		}
-		a.auth.Record(ctx, auth.Event{Action: "client-introspect", Subject: "client/" + *id, Success: true})
+		a.Auth.Record(ctx, auth.Event{Action: "client-introspect", Subject: "client/" + *id, Success: true})
 		fmt.Fprintf(stdout, "%s may introspect any token: %v\n", *id, !*off)
 		return nil
 	case "list":
@@ -235,11 +236,11 @@ func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer a.Close()
-	if err := a.auth.Keys.Rotate(ctx); err != nil {
+	if err := a.Auth.Keys.Rotate(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "a new signing key is published now and signs from %s on; the current one verifies until its last token expires\n",
-		a.auth.Keys.Lead)
+		a.Auth.Keys.Lead)
 	return nil
 }
 
@@ -256,13 +257,13 @@ func runToken(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer a.Close()
 	var tok string
 	if *scopes == "" {
-		tok, err = a.adminToken(ctx)
+		tok, err = a.AdminToken(ctx)
 	} else {
 		g, rejected := auth.ParseScopes(*scopes)
 		if len(rejected) > 0 {
 			return fmt.Errorf("unknown scopes: %s", strings.Join(rejected, " "))
 		}
-		tok, _, err = a.auth.Tokens.Issue(ctx, "system/kiln-admin-cli", "", "", "", g.String())
+		tok, _, err = a.Auth.Tokens.Issue(ctx, "system/kiln-admin-cli", "", "", "", g.String())
 	}
 	if err != nil {
 		return err
@@ -281,7 +282,7 @@ func accountFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 // openParsed parses an account command's flags and opens the data
 // folder's server in-process; serveArgs, if given, adds kiln serve flags
 // (those with an empty value are left out).
-func openParsed(ctx context.Context, fs *flag.FlagSet, args []string, data *string, stderr io.Writer, serveArgs ...func() []string) (*app, error) {
+func openParsed(ctx context.Context, fs *flag.FlagSet, args []string, data *string, stderr io.Writer, serveArgs ...func() []string) (*app.App, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func TestAdminUserUnknownEmail(t *testing.T) {
 	}
 	// The existing account is as it was: active, its password unchanged.
 	a, _ := openTestApp(t, "--data", data)
-	u, err := a.auth.Users.Authenticate(ctx, "nurse@example.org", "the first long password")
+	u, err := a.Auth.Users.Authenticate(ctx, "nurse@example.org", "the first long password")
 	if err != nil || u.Disabled {
 		t.Fatalf("the account after the refused commands: %v %+v", err, u)
 	}

@@ -29,7 +29,7 @@ func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 	t.Helper()
 	ctx := context.Background()
 	a, _ := openTestApp(t, "--data", dir)
-	tok, err := a.adminToken(ctx)
+	tok, err := a.AdminToken(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func readBack(t *testing.T, dir string, paths ...string) map[string][]byte {
 		req := httptest.NewRequest(http.MethodGet, "https://127.0.0.1"+p, nil)
 		req.Header.Set("Accept", "application/fhir+json")
 		req.Header.Set("Authorization", "Bearer "+tok)
-		a.handler.ServeHTTP(rec, req)
+		a.Handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", p, rec.Code, rec.Body)
 		}

@@ -17,18 +17,18 @@ func BenchmarkRead(b *testing.B) {
 	for _, mode := range []string{"audit-on", "audit-off"} {
 		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
-			a, cfg := openTestApp(b, "--data", b.TempDir())
+			a, _ := openTestApp(b, "--data", b.TempDir())
 			if mode == "audit-off" {
-				rec := a.rec
-				a.rec = nil
-				a.handler = a.routes(cfg)
-				a.rec = rec // still closed by Close
+				rec := a.Recorder
+				a.Recorder = nil
+				a.Handler = a.Routes()
+				a.Recorder = rec // still closed by Close
 			}
-			tok, err := a.adminToken(ctx)
+			tok, err := a.AdminToken(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := httptest.NewUnstartedServer(a.handler)
+			srv := httptest.NewUnstartedServer(a.Handler)
 			srv.EnableHTTP2 = true
 			srv.StartTLS()
 			defer srv.Close()

@@ -123,7 +123,7 @@ func TestOpenAPIMatchesMux(t *testing.T) {
 
 	routed := map[string]bool{}
 	param := regexp.MustCompile(`\{(\w+):[^}]*\}`) // {id:regexp} → {id}
-	err := a.router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+	err := a.Router.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
 		path, err := route.GetPathTemplate()
 		if err != nil {
 			return nil // a route without a path (none today) matches by other means
@@ -148,7 +148,7 @@ func TestOpenAPIMatchesMux(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	a.handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "https://kiln.test:9443/openapi.json", nil))
+	a.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "https://kiln.test:9443/openapi.json", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET /openapi.json: %d %s", rec.Code, rec.Body)
 	}

@@ -110,7 +110,7 @@ func runGenerate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer pprof.StopCPUProfile()
 	}
-	g := &generator{cfg: gc, gen: synth.New(gc.Seed), h: a.handler, token: cachedToken(a.adminToken)}
+	g := &generator{cfg: gc, gen: synth.New(gc.Seed), h: a.Handler, token: cachedToken(a.AdminToken)}
 	return g.run(ctx, stdout)
 }
 

@@ -46,7 +46,7 @@ func TestAdminUserPasswordRules(t *testing.T) {
 		}
 	}
 	a, _ := openTestApp(t, "--data", data)
-	if _, err := a.auth.Users.Authenticate(ctx, email, "correct horse battery staple"); err != nil {
+	if _, err := a.Auth.Users.Authenticate(ctx, email, "correct horse battery staple"); err != nil {
 		t.Fatalf("a refused reset changed the password: %v", err)
 	}
 }

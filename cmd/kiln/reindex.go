@@ -13,6 +13,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/app"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -50,12 +51,16 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := openStore(ctx, cfg)
+	st, err := app.OpenStore(ctx, cfg.storage(), app.PartitionClinical)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	srv, err := newFHIRServer(cfg, st, fhirserver.Validation{}, logger)
+	key, err := app.LoadCursorKey(cfg.DataDir, st)
+	if err != nil {
+		return err
+	}
+	srv, err := app.NewFHIRServer(cfg.appConfig(logger), app.Clinical(), st, key)
 	if err != nil {
 		return err
 	}

@@ -13,12 +13,13 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/app"
 )
 
 // familyHits is how many Patients family=value finds.
-func familyHits(t *testing.T, ctx context.Context, a *app, value string) int {
+func familyHits(t *testing.T, ctx context.Context, a *app.App, value string) int {
 	t.Helper()
-	vs, err := a.fhir.SearchAll(ctx, "Patient", url.Values{"family": {value}}, 100)
+	vs, err := a.FHIR.SearchAll(ctx, "Patient", url.Values{"family": {value}}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +35,10 @@ func TestIndexVersionMigration(t *testing.T) {
 	dir := t.TempDir()
 	ctx := auth.WithPrincipal(t.Context(), &auth.Principal{Grant: auth.Grant{Platform: auth.PatientsRead | auth.PatientsWrite}})
 	a, _ := openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(ctx, a.store); err != nil || v != fhirserver.IndexVersion {
+	if v, err := fhirserver.StoredIndexVersion(ctx, a.Store); err != nil || v != fhirserver.IndexVersion {
 		t.Fatalf("new store: index version %d, %v; want %d recorded", v, err, fhirserver.IndexVersion)
 	}
-	if _, err := a.fhir.CreateWithID(ctx, "Patient", "p1", []byte(`{"resourceType":"Patient","name":[{"family":"Nguyễn","given":["Văn"]}]}`)); err != nil {
+	if _, err := a.FHIR.CreateWithID(ctx, "Patient", "p1", []byte(`{"resourceType":"Patient","name":[{"family":"Nguyễn","given":["Văn"]}]}`)); err != nil {
 		t.Fatal(err)
 	}
 	if n := familyHits(t, ctx, a, "nguyen"); n != 1 {
@@ -45,15 +46,15 @@ func TestIndexVersionMigration(t *testing.T) {
 	}
 	// What an older kiln left: the family key folded without U+1EC5, and
 	// no record (or an old one) of the version.
-	v, err := a.store.Read(ctx, "Patient", "p1")
+	v, err := a.Store.Read(ctx, "Patient", "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	old := &search.Rows{Keys: []string{"family\x1fnguyễn"}}
-	if n, err := a.store.Reindex(ctx, []store.IndexUpdate{{Type: "Patient", ID: "p1", Version: v.Version, Rows: old}}); err != nil || n != 1 {
+	if n, err := a.Store.Reindex(ctx, []store.IndexUpdate{{Type: "Patient", ID: "p1", Version: v.Version, Rows: old}}); err != nil || n != 1 {
 		t.Fatalf("writing old rows: %d, %v", n, err)
 	}
-	if err := a.store.DeleteRecord(ctx, "search-index", "version"); err != nil {
+	if err := a.Store.DeleteRecord(ctx, "search-index", "version"); err != nil {
 		t.Fatal(err)
 	}
 	if n := familyHits(t, ctx, a, "nguyen"); n != 0 {
@@ -83,10 +84,10 @@ func TestIndexVersionMigration(t *testing.T) {
 		}
 	}
 	a, _ = openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(ctx, a.store); err != nil || v != fhirserver.IndexVersion {
+	if v, err := fhirserver.StoredIndexVersion(ctx, a.Store); err != nil || v != fhirserver.IndexVersion {
 		t.Errorf("after reindex: index version %d, %v", v, err)
 	}
-	if err := fhirserver.CheckIndexVersion(ctx, a.store); err != nil {
+	if err := fhirserver.CheckIndexVersion(ctx, a.Store); err != nil {
 		t.Errorf("after reindex: %v", err)
 	}
 	for _, q := range []string{"nguyen", "Nguyễn", "NGUYEN", "Nguye\u0302\u0303n"} {
@@ -101,11 +102,11 @@ func TestIndexVersionMigration(t *testing.T) {
 func TestReindexTypeKeepsVersion(t *testing.T) {
 	dir := t.TempDir()
 	a, _ := openTestApp(t, "--data", dir, "--validation", "base")
-	if _, err := a.fhir.CreateWithID(auth.WithPrincipal(t.Context(), &auth.Principal{Grant: auth.Grant{Platform: auth.PatientsWrite}}),
+	if _, err := a.FHIR.CreateWithID(auth.WithPrincipal(t.Context(), &auth.Principal{Grant: auth.Grant{Platform: auth.PatientsWrite}}),
 		"Patient", "p1", []byte(`{"resourceType":"Patient","name":[{"family":"Trần"}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := fhirserver.RecordIndexVersion(t.Context(), a.store, 1); err != nil {
+	if err := fhirserver.RecordIndexVersion(t.Context(), a.Store, 1); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -117,7 +118,7 @@ func TestReindexTypeKeepsVersion(t *testing.T) {
 		t.Errorf("output %q does not say the version stays", out.String())
 	}
 	a, _ = openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(t.Context(), a.store); err != nil || v != 1 {
+	if v, err := fhirserver.StoredIndexVersion(t.Context(), a.Store); err != nil || v != 1 {
 		t.Errorf("index version %d, %v; want 1 still", v, err)
 	}
 }

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/internal/app"
 )
 
 // openTestApp assembles the app in-process, as the admin commands do, on
 // kiln serve flags (--data DIR at least), with the environment left out;
 // it is closed when the test ends.
-func openTestApp(tb testing.TB, args ...string) (*app, serveConfig) {
+func openTestApp(tb testing.TB, args ...string) (*app.App, serveConfig) {
 	tb.Helper()
 	cfg, err := parseServeConfig(args, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {

@@ -28,11 +28,11 @@ type largeWriteServer struct {
 func startLargeWriteServer(tb testing.TB) *largeWriteServer {
 	tb.Helper()
 	a, _ := openTestApp(tb, "--data", tb.TempDir())
-	tok, err := a.adminToken(context.Background())
+	tok, err := a.AdminToken(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(a.handler)
+	srv := httptest.NewUnstartedServer(a.Handler)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	tb.Cleanup(srv.Close)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,39 +14,54 @@ import (
 )
 
 // Public paths answer without a token; every other request needs one.
+// Under each FHIR base, so do fhirPublic.
 var publicPaths = map[string]bool{
-	"/auth/login":                           true,
-	"/auth/token":                           true,
-	"/auth/revoke":                          true, // authenticates its caller itself
-	"/auth/introspect":                      true, // authenticates its caller itself
-	"/.well-known/jwks.json":                true,
-	"/.well-known/openid-configuration":     true,
-	"/fhir/.well-known/smart-configuration": true,
-	"/fhir/metadata":                        true,
-	"/openapi.json":                         true,
-	"/livez":                                true,
-	"/readyz":                               true,
+	"/auth/login":                       true,
+	"/auth/token":                       true,
+	"/auth/revoke":                      true, // authenticates its caller itself
+	"/auth/introspect":                  true, // authenticates its caller itself
+	"/.well-known/jwks.json":            true,
+	"/.well-known/openid-configuration": true,
+	"/openapi.json":                     true,
+	"/livez":                            true,
+	"/readyz":                           true,
 }
 
+// fhirPublic are the paths under a FHIR base served without a token.
+var fhirPublic = []string{smartConfigurationPath, "/metadata"}
+
+// smartConfigurationPath is the SMART configuration under a FHIR base.
+const smartConfigurationPath = "/.well-known/smart-configuration"
+
 // IsPublic reports whether path is served without a token.
-func IsPublic(path string) bool { return publicPaths[path] }
+func (s *Service) IsPublic(path string) bool {
+	if publicPaths[path] {
+		return true
+	}
+	for _, b := range s.fhirBases {
+		if rest, ok := strings.CutPrefix(path, b); ok && slices.Contains(fhirPublic, rest) {
+			return true
+		}
+	}
+	return false
+}
 
 // Require authenticates every non-public request by its bearer token and
 // puts the principal in the request context. A missing or bad token is a
-// 401 with WWW-Authenticate (an OperationOutcome under /fhir, the JSON
-// error body elsewhere); the token itself is never logged or echoed.
+// 401 with WWW-Authenticate (an OperationOutcome under a FHIR base, the
+// JSON error body elsewhere); the token itself is never logged or echoed.
 func (s *Service) Require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if IsPublic(r.URL.Path) {
+		if s.IsPublic(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
 		raw, ok := bearer(r)
 		if !ok {
 			if usedScheme(r, "Bearer") {
-				unauthorized(w, r, "the bearer token is empty")
+				s.unauthorized(w, r, "the bearer token is empty")
 			} else {
-				unauthenticated(w, r)
+				s.unauthenticated(w, r)
 			}
 			return
 		}
@@ -54,7 +70,7 @@ func (s *Service) Require(next http.Handler) http.Handler {
 			var te *TokenError
 			if errors.As(err, &te) {
 				s.audit(r.Context(), Event{Action: "bearer", IP: ClientIP(r), Reason: te.Reason})
-				unauthorized(w, r, te.Reason)
+				s.unauthorized(w, r, te.Reason)
 				return
 			}
 			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked")
@@ -89,22 +105,22 @@ func invalidTokenChallenge(reason string) string {
 
 // unauthorized answers a bearer token that was refused: the challenge
 // says invalid_token and why (RFC 6750 §3.1).
-func unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
+func (s *Service) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
 	w.Header().Set("WWW-Authenticate", invalidTokenChallenge(reason))
-	write401(w, r, reason)
+	s.write401(w, r, reason)
 }
 
 // unauthenticated answers a request without any bearer token (none, or
 // another scheme): RFC 6750 §3.1 says the challenge then carries no error
 // code, only the scheme and realm; the client did not know a token was
 // needed, so there is no token error to report.
-func unauthenticated(w http.ResponseWriter, r *http.Request) {
+func (s *Service) unauthenticated(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
-	write401(w, r, "a bearer token is required")
+	s.write401(w, r, "a bearer token is required")
 }
 
-func write401(w http.ResponseWriter, r *http.Request, reason string) {
-	if IsFHIRPath(r.URL.Path) {
+func (s *Service) write401(w http.ResponseWriter, r *http.Request, reason string) {
+	if s.IsFHIRPath(r.URL.Path) {
 		w.Header().Set("Content-Type", "application/fhir+json")
 		w.WriteHeader(http.StatusUnauthorized)
 		_, _ = w.Write(outcome.New(http.StatusUnauthorized, "login", "authentication required: "+reason).Resource())
@@ -113,8 +129,16 @@ func write401(w http.ResponseWriter, r *http.Request, reason string) {
 	httpserver.WriteError(w, http.StatusUnauthorized, "unauthorized", "authentication required: "+reason)
 }
 
-// IsFHIRPath: the FHIR API answers errors with OperationOutcomes.
-func IsFHIRPath(path string) bool { return path == "/fhir" || strings.HasPrefix(path, "/fhir/") }
+// IsFHIRPath reports whether path is under one of the FHIR bases, whose
+// APIs answer errors with OperationOutcomes.
+func (s *Service) IsFHIRPath(path string) bool {
+	for _, b := range s.fhirBases {
+		if path == b || strings.HasPrefix(path, b+"/") {
+			return true
+		}
+	}
+	return false
+}
 
 // ClientIP is the address a request came from (the TCP peer: Kiln does not
 // trust forwarding headers it cannot verify).
@@ -146,7 +170,9 @@ func (s *Service) Routes(handle func(method, path string, h http.Handler)) {
 	handle(http.MethodPost, "/auth/logout", s.limited(http.HandlerFunc(s.logout)))
 	handle(http.MethodGet, "/.well-known/jwks.json", http.HandlerFunc(s.jwks))
 	handle(http.MethodGet, "/.well-known/openid-configuration", http.HandlerFunc(s.openIDConfiguration))
-	handle(http.MethodGet, "/fhir/.well-known/smart-configuration", http.HandlerFunc(s.smartConfiguration))
+	for _, b := range s.fhirBases {
+		handle(http.MethodGet, b+smartConfigurationPath, http.HandlerFunc(s.smartConfiguration))
+	}
 }
 
 // Limited applies the per-IP rate limit of /auth endpoints: 429 with
@@ -209,7 +235,7 @@ func setRetryAfter(w http.ResponseWriter, wait time.Duration) {
 func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 	p, ok := FromContext(r.Context())
 	if !ok {
-		unauthenticated(w, r)
+		s.unauthenticated(w, r)
 		return
 	}
 	// The session ends: the token, and its refresh tokens (the family).

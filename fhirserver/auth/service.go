@@ -30,6 +30,8 @@ type Service struct {
 	records  store.Records
 	now      func() time.Time
 	external []*external // trusted OpenID providers (AddExternal)
+	// fhirBases are Config.FHIRBases.
+	fhirBases []string
 }
 
 // Event is an authentication event for the audit trail: never a secret,
@@ -48,7 +50,11 @@ type Config struct {
 	Sealer  Sealer
 	// Issuer is the server's base URL (iss); Audience the FHIR base (aud).
 	Issuer, Audience string
-	Now              func() time.Time // nil: time.Now
+	// FHIRBases are the paths the FHIR APIs are mounted at ("/fhir"):
+	// each has a public CapabilityStatement and SMART configuration, and
+	// its 401s are OperationOutcomes. The service knows no base of its own.
+	FHIRBases []string
+	Now       func() time.Time // nil: time.Now
 }
 
 // NewService assembles the issuer and makes sure a signing key exists.
@@ -67,6 +73,7 @@ func NewService(ctx context.Context, cfg Config) (*Service, error) {
 		Throttle:      NewThrottle(now),
 		TokenEndpoint: EndpointsOf(cfg.Issuer).Token,
 		records:       cfg.Records, now: now,
+		fhirBases: append([]string(nil), cfg.FHIRBases...),
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package fhirserver_test
+package app_test
 
 import (
 	"net/http"

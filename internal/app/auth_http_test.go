@@ -1,8 +1,7 @@
-package fhirserver_test
+package app_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -19,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,15 +26,11 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	"github.com/gorilla/mux"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
-	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
-	"github.com/kiln-fhir/kiln/legacyapi"
+	"github.com/kiln-fhir/kiln/internal/app"
 )
 
 // fakeClock is a clock the tests advance by hand.
@@ -59,7 +53,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// authHarness is the production stack of cmd/kiln/app.go (login, the
+// authHarness is the server kiln serve assembles (app.Open: login, the
 // OAuth2 routes, the FHIR API with the ScopeAuthorizer, all behind
 // Require and the middleware chain) over TLS on loopback, with a clock
 // the test controls and a signing key the test knows.
@@ -67,6 +61,7 @@ type authHarness struct {
 	t     *testing.T
 	srv   *httptest.Server
 	base  string // server root (issuer)
+	app   *app.App
 	svc   *auth.Service
 	store store.Store
 	// records is the same store's server-state records (users, keys,
@@ -80,8 +75,9 @@ type authHarness struct {
 }
 
 // newAuthHarness builds the stack on the clock now; pass nil for a fresh
-// fake clock (h.clock). With a non-nil now, h.clock is nil.
-func newAuthHarness(t *testing.T, now func() time.Time) *authHarness {
+// fake clock (h.clock). With a non-nil now, h.clock is nil. mounts are
+// the FHIR services (none: the clinical one at /fhir, as kiln serve).
+func newAuthHarness(t *testing.T, now func() time.Time, mounts ...app.Mount) *authHarness {
 	t.Helper()
 	ctx := t.Context()
 	var clock *fakeClock
@@ -89,47 +85,37 @@ func newAuthHarness(t *testing.T, now func() time.Time) *authHarness {
 		clock = newFakeClock()
 		now = clock.Now
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "clinical.db"))
+	storage := app.Storage{DataDir: t.TempDir()}
+	// The master key the app will load, and the records it will find.
+	keyring, err := crypt.LoadKeyring(storage.DataDir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
-	master := make([]byte, crypt.KeySize)
-	if _, err := rand.Read(master); err != nil {
-		t.Fatal(err)
-	}
-	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
+	st, err := app.OpenStore(ctx, storage, app.PartitionClinical)
 	if err != nil {
 		t.Fatal(err)
 	}
 	kid, key := plantSigningKey(t, st, keyring, now())
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	srv := httptest.NewUnstartedServer(nil)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-
-	svc, err := auth.NewService(ctx, auth.Config{Records: st, Sealer: keyring, Issuer: srv.URL, Audience: srv.URL + "/fhir", Now: now})
+	a, err := app.Open(ctx, app.Config{Storage: storage, BaseURL: srv.URL, FHIR: mounts, Now: now, ProfileURL: testProfileURL,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwks, err := svc.Keys.JWKS(ctx)
+	t.Cleanup(a.Close)
+	jwks, err := a.Auth.Keys.JWKS(ctx)
 	if err != nil || len(jwks.Keys) != 1 || jwks.Keys[0].KeyID != kid {
 		t.Fatalf("the planted key is not the published one: %v %+v", err, jwks)
 	}
-	fs, err := fhirserver.New(fhirserver.Config{BaseURL: srv.URL + "/fhir",
-		Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical}, Logger: logger}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := mux.NewRouter().SkipClean(true)
-	r.Use(httpserver.LabelRoute)
-	r.Handle("/auth/login", legacyapi.Login(svc)).Methods(http.MethodPost)
-	svc.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
-	fs.Register(r, "/fhir")
-	srv.Config.Handler = httpserver.Chain(svc.Require(r), httpserver.Options{Logger: logger, MaxBody: 32 << 20, FHIRBases: []string{"/fhir"}, OAuthPaths: auth.OAuthPaths()})
-	return &authHarness{t: t, srv: srv, base: srv.URL, svc: svc, store: st, records: st, clock: clock, kid: kid, key: key}
+	srv.Config.Handler = a.Handler
+	return &authHarness{t: t, srv: srv, base: srv.URL, app: a, svc: a.Auth, store: a.Store, records: a.Store, clock: clock, kid: kid, key: key}
 }
 
 // plantSigningKey writes an RSA signing key into the records in the
