@@ -12,6 +12,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
+	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
@@ -129,22 +130,47 @@ func loadSecret(dir string, st store.Store, name, file, what string) ([]byte, er
 	if shared, ok := st.(store.SecretKeeper); ok {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return shared.Secret(ctx, name, 32)
+		return shared.Secret(ctx, name, secretSize)
 	}
 	path := filepath.Join(dir, file)
 	key, err := os.ReadFile(path)
-	if err == nil && len(key) >= 32 {
+	switch {
+	case err == nil && len(key) == secretSize:
+		// A secret others can read is refused, as the master key is.
+		if err := crypt.CheckPrivate(path, what); err != nil {
+			return nil, err
+		}
 		return key, nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	case err == nil:
+		// Replacing a damaged secret would silently orphan what it keyed
+		// (open page links; audit tags that could no longer be confirmed):
+		// the operator decides.
+		return nil, fmt.Errorf("%s %s holds %d bytes, not %d: restore it from a backup, or remove it to start a new one (what it keyed can then no longer be checked)", what, path, len(key), secretSize)
+	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("reading %s: %w", what, err)
 	}
-	key = make([]byte, 32)
+	key = make([]byte, secretSize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", what, err)
 	}
-	if err := os.WriteFile(path, key, 0o600); err != nil {
+	// O_EXCL: two servers starting on one folder cannot each write their own.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("writing %s: %w", what, err)
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing %s: %w", what, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("writing %s: %w", what, err)
+	}
+	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", what, err)
 	}
 	return key, nil
 }
+
+// secretSize is the length of the server's random secrets.
+const secretSize = 32
