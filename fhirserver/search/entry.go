@@ -59,6 +59,10 @@ var (
 type Entry struct {
 	Param string // the parameter code, e.g. "family"
 	Kind  Kind
+	// Covered: another parameter indexes this value (Patient name's
+	// family is family's value; see Param.Covered), so it has no keys of
+	// its own, only its part in the sort row.
+	Covered bool
 
 	// String: Str is Normalize(Exact); Exact is the original text, for
 	// :exact. Str is also the key of prefix (range) and :contains scans.

@@ -286,6 +286,7 @@ type memoEntry struct {
 type memoKey struct {
 	node uintptr // identity of the JSON object
 	kind Kind
+	skip subParts
 }
 
 // memoScan is how many memo entries are searched linearly before the
@@ -338,19 +339,19 @@ func (x *extractor) param(p *Param) error {
 	for _, v := range coll {
 		// Converting cannot fail, so the entries already handed over
 		// never need taking back (see extractInto's custom parameters).
-		x.out = x.convert(p.Code, k, v, x.out)
+		x.out = x.convert(p.Code, k, p.skip, v, x.out)
 		x.maybeFlush()
 	}
 	return nil
 }
 
 // convert is convert with the memo for JSON objects.
-func (x *extractor) convert(code string, k Kind, v fhirpath.Value, out []Entry) []Entry {
+func (x *extractor) convert(code string, k Kind, skip subParts, v fhirpath.Value, out []Entry) []Entry {
 	m, ok := v.Raw().(map[string]any)
 	if !ok || len(m) == 0 {
-		return convert(code, k, v, out)
+		return convert(code, k, skip, v, out)
 	}
-	key := memoKey{node: reflect.ValueOf(m).Pointer(), kind: k}
+	key := memoKey{node: reflect.ValueOf(m).Pointer(), kind: k, skip: skip}
 	if me, ok := x.lookup(key); ok {
 		for _, e := range me.entries {
 			e.Param = code
@@ -359,7 +360,7 @@ func (x *extractor) convert(code string, k Kind, v fhirpath.Value, out []Entry) 
 		return out
 	}
 	n := len(out)
-	out = convert(code, k, v, out)
+	out = convert(code, k, skip, v, out)
 	x.remember(memoEntry{memoKey: key, entries: out[n:len(out):len(out)]})
 	return out
 }
@@ -396,7 +397,7 @@ func (x *extractor) composite(p *Param, items fhirpath.Collection) error {
 			}
 			k := kindOf(c.Type)
 			for _, v := range coll {
-				parts[i] = x.convert(c.Code, k, v, parts[i])
+				parts[i] = x.convert(c.Code, k, 0, v, parts[i])
 			}
 			if len(parts[i]) == 0 {
 				empty = true
@@ -434,12 +435,12 @@ func (x *extractor) composite(p *Param, items fhirpath.Collection) error {
 
 // convert appends the entries of one result item for a parameter of kind
 // k, choosing the conversion by the item's FHIR type.
-func convert(code string, k Kind, v fhirpath.Value, out []Entry) []Entry {
+func convert(code string, k Kind, skip subParts, v fhirpath.Value, out []Entry) []Entry {
 	typ := strings.TrimPrefix(strings.TrimPrefix(v.TypeName(), "FHIR."), "System.")
 	n := len(out)
 	switch k {
 	case KindString:
-		out = stringEntries(code, typ, v, out)
+		out = stringEntries(code, typ, skip, v, out)
 	case KindToken:
 		out = tokenEntries(code, typ, v, out)
 	case KindDate:
@@ -518,30 +519,42 @@ func stringEntry(code, s string) Entry {
 	return Entry{Param: code, Kind: KindString, Str: Normalize(s), Exact: s}
 }
 
-func stringEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+// subParts is a set of subPartNames, a bit each: the parts of a HumanName
+// or Address whose entries a parameter marks Covered (see Param.Covered).
+type subParts uint16
+
+// subPartNames are the elements of a HumanName or an Address that a string
+// parameter indexes, each its own entry: "given=jo" must match a name
+// whose given is "Jo" even if the family comes first in the text.
+var subPartNames = [...]string{
+	"family", "given", "prefix", "suffix", "text", // HumanName
+	"line", "city", "district", "state", "postalCode", "country", // Address, and text
+}
+
+var (
+	humanNameParts = [...]int{0, 1, 2, 3, 4}
+	addressParts   = [...]int{5, 6, 7, 8, 9, 10, 4}
+)
+
+func stringEntries(code, typ string, skip subParts, v fhirpath.Value, out []Entry) []Entry {
+	var parts []int
 	switch typ {
 	case "HumanName":
-		m := obj(v)
-		// Each part is its own entry: "given=jo" must match a name whose
-		// given is "Jo" even if the family comes first in the text.
-		for _, s := range strs(m, "family") {
-			out = append(out, stringEntry(code, s))
-		}
-		for _, k := range [...]string{"given", "prefix", "suffix", "text"} {
-			for _, s := range strs(m, k) {
-				out = append(out, stringEntry(code, s))
-			}
-		}
+		parts = humanNameParts[:]
 	case "Address":
-		m := obj(v)
-		for _, k := range [...]string{"line", "city", "district", "state", "postalCode", "country", "text"} {
-			for _, s := range strs(m, k) {
-				out = append(out, stringEntry(code, s))
-			}
-		}
+		parts = addressParts[:]
 	case "string", "markdown", "code", "id", "uri", "url", "canonical", "String", "uuid", "oid":
 		if s, ok := primitive(v); ok {
 			out = append(out, stringEntry(code, s))
+		}
+		return out
+	}
+	m := obj(v)
+	for _, i := range parts {
+		for _, s := range strs(m, subPartNames[i]) {
+			e := stringEntry(code, s)
+			e.Covered = skip&(1<<i) != 0
+			out = append(out, e)
 		}
 	}
 	return out

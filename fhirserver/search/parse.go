@@ -401,6 +401,19 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 				return nil, reason, nil
 			}
 			parts = append(parts, withTypes(ms, tp.types))
+			// The values p leaves to the parameters covering its parts
+			// are found by their keys. Not for :missing: p's sort row
+			// stands for all its values.
+			if mod == "missing" || chain != "" {
+				continue
+			}
+			for _, q := range p.Covered {
+				ms, err := ps.valueMatches(q, name, mod, value)
+				if err != nil {
+					return nil, "", err
+				}
+				parts = append(parts, withTypes(ms, tp.types))
+			}
 		}
 		anyOf, each := partMatches(parts, tp.types == nil)
 		// Negations must all hold (":not=a,http://s|" is neither): one

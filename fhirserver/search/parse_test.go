@@ -88,9 +88,10 @@ func TestParseWhere(t *testing.T) {
 		want  []Clause
 	}{
 		// string
-		{"string prefix normalized", "Patient", params("name", "Müller"), []Clause{cl("name", prefixM("name\x1fmuller"))}},
-		{"string exact", "Patient", params("name:exact", "Müller"), []Clause{cl("name:exact", keyM("name:exact\x1fMüller"))}},
-		{"string contains", "Patient", params("name:contains", "ULL"), []Clause{cl("name:contains", Match{Op: OpKeyContains, Prefix: "name\x1f", Contains: "ull"})}},
+		{"string prefix normalized", "Patient", params("name", "Müller"), []Clause{cl("name", prefixM("name\x1fmuller"), prefixM("family\x1fmuller"), prefixM("given\x1fmuller"))}}, // name covers family and given
+		{"string exact", "Patient", params("name:exact", "Müller"), []Clause{cl("name:exact", keyM("name:exact\x1fMüller"), keyM("family:exact\x1fMüller"), keyM("given:exact\x1fMüller"))}},
+		{"string contains", "Patient", params("name:contains", "ULL"), []Clause{cl("name:contains", Match{Op: OpKeyContains, Prefix: "name\x1f", Contains: "ull"},
+			Match{Op: OpKeyContains, Prefix: "family\x1f", Contains: "ull"}, Match{Op: OpKeyContains, Prefix: "given\x1f", Contains: "ull"})}},
 		{"comma is OR", "Patient", params("family", "a,b"), []Clause{cl("family", prefixM("family\x1fa"), prefixM("family\x1fb"))}},
 		{"escaped comma", "Patient", params("family", `a\,b`), []Clause{cl("family", prefixM("family\x1fa,b"))}},
 		{"escaped backslash", "Patient", params("family", `a\\,b`), []Clause{cl("family", prefixM(`family`+"\x1f"+`a\`), prefixM("family\x1fb"))}},
@@ -173,10 +174,10 @@ func TestParseWhere(t *testing.T) {
 		{"reference missing", "Observation", params("subject:missing", "false"), []Clause{cl("subject:missing", Match{Op: OpMissing, Param: "subject"})}},
 
 		// chains
-		{"chain with type", "Observation", params("subject:Patient.name", "peter"), []Clause{cl("subject:Patient.name", chainM("subject", "Patient", cl("name", prefixM("name\x1fpeter"))))}},
+		{"chain with type", "Observation", params("subject:Patient.name", "peter"), []Clause{cl("subject:Patient.name", chainM("subject", "Patient", cl("name", prefixM("name\x1fpeter"), prefixM("family\x1fpeter"), prefixM("given\x1fpeter"))))}},
 		// subject targets Group, Device, Patient, Location: only Patient and Location have name.
 		{"chain without type", "Observation", params("subject.name", "peter"), []Clause{cl("subject.name",
-			chainM("subject", "Patient", cl("name", prefixM("name\x1fpeter"))),
+			chainM("subject", "Patient", cl("name", prefixM("name\x1fpeter"), prefixM("family\x1fpeter"), prefixM("given\x1fpeter"))),
 			chainM("subject", "Location", cl("name", prefixM("name\x1fpeter"))))}},
 		{"chain multi-hop", "Observation", params("subject:Patient.organization.name", "acme"), []Clause{cl("subject:Patient.organization.name",
 			chainM("subject", "Patient", cl("organization.name", chainM("organization", "Organization", cl("name", prefixM("name\x1facme"))))))}},
@@ -526,9 +527,10 @@ func TestParseSystem(t *testing.T) {
 	// name is defined separately on Patient and Organization: one match
 	// per type, restricted to it.
 	p = mustParse(t, nil, params("_type", "Patient,Organization", "name", "x"))
-	m1, m2 := prefixM("name\x1fx"), prefixM("name\x1fx")
-	m1.Type, m2.Type = "Patient", "Organization"
-	if want := []Clause{cl("name", m1, m2)}; !reflect.DeepEqual(p.Query.Where, want) {
+	// Patient's name also searches family and given (which it covers).
+	m1, f1, g1, m2 := prefixM("name\x1fx"), prefixM("family\x1fx"), prefixM("given\x1fx"), prefixM("name\x1fx")
+	m1.Type, f1.Type, g1.Type, m2.Type = "Patient", "Patient", "Patient", "Organization"
+	if want := []Clause{cl("name", m1, f1, g1, m2)}; !reflect.DeepEqual(p.Query.Where, want) {
 		t.Errorf("Where %s", dumpClauses(p.Query.Where))
 	}
 	// Without _type only Resource parameters exist.

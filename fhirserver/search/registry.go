@@ -69,6 +69,15 @@ type Param struct {
 	// part, the resource being the composite's only item. That saves the
 	// product rows (code forms × unit forms: six per Observation).
 	Conjoined []*Param
+	// Covered, when set, are the string parameters of the same type that
+	// index one part of each of this one's values (Patient family and
+	// given are the family and given of each name, which name indexes
+	// too; see linkCovered). This parameter stores no keys for those
+	// parts (skip), and a search on it also searches their keys. Its sort
+	// row still comes from every part, so _sort and :missing need nothing
+	// of theirs.
+	Covered []*Param
+	skip    subParts
 	// branches are the union branches of the expression that apply to
 	// this resource type.
 	branches []string
@@ -190,6 +199,7 @@ func buildRegistry(whole bool) (*Registry, error) {
 		linkParts(m)
 		linkConjoined(t, m)
 		linkAliases(m)
+		linkCovered(m)
 		r.types[t] = newTypeParams(m)
 	}
 	return r, nil
@@ -290,6 +300,49 @@ func linkAliases(m map[string]*Param) {
 			p.Conjoined = canon(p.Conjoined, false)
 		}
 	}
+}
+
+// linkCovered sets Covered on each core string parameter whose values are
+// HumanNames or Addresses that other core string parameters of the type
+// index part by part: a parameter whose branches are exactly this one's
+// branches followed by ".family" (".given", ".city", …). Patient name is
+// family ∪ given ∪ the prefix, suffix and text only it indexes; a name
+// then costs 4 keys, not 8, and an address with a city, state, postal
+// code and country 4 plus its lines, not 12. Stores written before keep
+// the full keys of the covering parameter, a superset of what it stores
+// now, so searches on them stay right without a reindex.
+func linkCovered(m map[string]*Param) {
+	eligible := func(p *Param) bool {
+		return !p.Custom && p.Type == "string" && p.Indexable() && len(p.Parts) == 0 && p.Conjoined == nil
+	}
+	for _, p := range m {
+		if !eligible(p) {
+			continue
+		}
+		for i, part := range subPartNames {
+			want := make([]string, len(p.branches))
+			for j, b := range p.branches {
+				want[j] = strings.TrimSpace(b) + "." + part
+			}
+			for _, c := range slices.Sorted(maps.Keys(m)) {
+				q := m[c]
+				if q != p && eligible(q) && sameSet(trimmed(q.branches), want) {
+					p.Covered = append(p.Covered, q)
+					p.skip |= 1 << i
+					break
+				}
+			}
+		}
+	}
+}
+
+// trimmed is bs with each branch's surrounding spaces removed.
+func trimmed(bs []string) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = strings.TrimSpace(b)
+	}
+	return out
 }
 
 // sameSet reports whether a and b hold the same strings.

@@ -16,7 +16,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/registry.golden"
 // TestRegistryGolden pins what the registry derives from every R4 search
 // parameter's expression on every resource type: the branches kept, the
 // compiled source, the elements a resource must have, the component
-// shortcuts, and the parameters linked as parts or conjoined. A change in
+// shortcuts, and the parameters linked as parts, conjoined or covered. A change in
 // how expressions are read (they used to be split by counting brackets)
 // must not change any of it.
 func TestRegistryGolden(t *testing.T) {
@@ -49,6 +49,9 @@ func TestRegistryGolden(t *testing.T) {
 			}
 			if len(p.Conjoined) > 0 {
 				fmt.Fprintf(&b, "\tconjoined: %s\n", codes(p.Conjoined))
+			}
+			if len(p.Covered) > 0 {
+				fmt.Fprintf(&b, "\tcovered: %s\n", codes(p.Covered))
 			}
 		}
 	}

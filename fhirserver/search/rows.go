@@ -72,6 +72,8 @@ type rowBuilder struct {
 	keys  keyArena
 	sorts map[string]*SortRow
 	order []string
+	// covered are the parameters with Covered entries (see finish).
+	covered []string
 }
 
 func (b *rowBuilder) sortRow(param string) *SortRow {
@@ -92,8 +94,12 @@ func (b *rowBuilder) add(entries []Entry) {
 	r := &b.r
 	for i := range entries {
 		e := &entries[i]
-		r.Keys = b.keys.appendKeys(e, r.Keys)
 		s := b.sortRow(e.Param)
+		if !e.Covered {
+			r.Keys = b.keys.appendKeys(e, r.Keys)
+		} else if !slices.Contains(b.covered, e.Param) {
+			b.covered = append(b.covered, e.Param)
+		}
 		switch e.Kind {
 		case KindString:
 			v := keyValue(e.Param, e.Str)
@@ -135,6 +141,18 @@ func (b *rowBuilder) add(entries []Entry) {
 // row per parameter in code order.
 func (b *rowBuilder) finish() Rows {
 	r := b.r
+	// A parameter that stores only some of its values as keys keeps the
+	// plain keys of its least and greatest values: those are what a
+	// store reads a string's sort value from (see Sort.Type), and any
+	// true value of the parameter is a right key to find it by.
+	for _, p := range b.covered {
+		s := b.sorts[p]
+		for _, v := range [...]any{s.Lo, s.Hi} {
+			if v, ok := v.(string); ok {
+				r.Keys = append(r.Keys, p+keySep+v)
+			}
+		}
+	}
 	slices.Sort(r.Keys)
 	r.Keys = slices.Compact(r.Keys)
 	for _, p := range b.order {
