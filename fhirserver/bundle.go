@@ -356,7 +356,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		if slices.ContainsFunc(plan, func(p planned) bool { return strings.HasPrefix(p.rel, "SearchParameter") }) {
 			// Its entries registered or withdrew parameters as they were
 			// applied; the store has none of it.
-			s.reloadSearchParameters(context.WithoutCancel(ctx))
+			s.params.Reload(context.WithoutCancel(ctx), s.store)
 		}
 		return refuseWithoutTx(err, "a transaction Bundle")
 	}
