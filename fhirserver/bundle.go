@@ -14,6 +14,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -228,13 +229,13 @@ func independent(res []byte) error {
 			" is a urn, which only resolves to another entry within a transaction; the entries of a batch are independent")
 	}
 	var urnLink string
-	_, err := rewriteReferences(res, func(ref string) (string, error) {
-		if isURN(ref) {
+	_, err := reference.Rewrite(res, func(ref string) (string, error) {
+		if reference.IsURN(ref) {
 			return "", refuse(ref)
 		}
 		return "", nil
 	}, func(link string) string {
-		if urnLink == "" && isURN(link) {
+		if urnLink == "" && reference.IsURN(link) {
 			urnLink = link
 		}
 		return ""
@@ -355,7 +356,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		if slices.ContainsFunc(plan, func(p planned) bool { return strings.HasPrefix(p.rel, "SearchParameter") }) {
 			// Its entries registered or withdrew parameters as they were
 			// applied; the store has none of it.
-			s.reloadSearchParameters(context.WithoutCancel(ctx))
+			s.params.Reload(context.WithoutCancel(ctx), s.store)
 		}
 		return refuseWithoutTx(err, "a transaction Bundle")
 	}

@@ -150,6 +150,16 @@ func (s *Server) refreshCapability() error {
 	return nil
 }
 
+// refreshCapabilityOnce rebuilds the CapabilityStatement once New has
+// built the first one; before (start-up loading) there is nothing to
+// refresh.
+func (s *Server) refreshCapabilityOnce() error {
+	if s.capability.Load() == nil {
+		return nil
+	}
+	return s.refreshCapability()
+}
+
 // capabilityStatement describes what the routes table implements, for every
 // R4 resource type. It is built once at start-up.
 func (s *Server) capabilityStatement() ([]byte, error) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -309,17 +310,17 @@ func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *ca
 // transaction's were resolved with the Bundle (rewriter), against the
 // transaction.
 func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store.Version) ([]byte, error) {
-	if _, inTx := txFrom(ctx); inTx || !mayHoldQuery(body) {
+	if _, inTx := txFrom(ctx); inTx || !reference.MayHoldQuery(body) {
 		return body, nil
 	}
 	resolved := map[string]string{}
-	if prev != nil && !prev.Deleted && mayHoldQuery(prev.Body) {
-		_, _ = rewriteReferences(prev.Body, func(ref string) (string, error) {
+	if prev != nil && !prev.Deleted && reference.MayHoldQuery(prev.Body) {
+		_, _ = reference.Rewrite(prev.Body, func(ref string) (string, error) {
 			resolved[ref] = ""
 			return "", nil
 		}, nil)
 	}
-	return rewriteReferences(body, func(ref string) (string, error) {
+	return reference.Rewrite(body, func(ref string) (string, error) {
 		typ, query, ok := s.conditionalReference(ref)
 		if !ok {
 			return "", nil

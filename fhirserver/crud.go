@@ -182,7 +182,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 		return w, err
 	}
 	if typ == "SearchParameter" {
-		if err := s.searchParameterWritten(ctx, prev, w); err != nil {
+		if err := s.params.Written(ctx, s.db(ctx), prev, w); err != nil {
 			return w, err
 		}
 	}

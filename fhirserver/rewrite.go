@@ -5,13 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/fhirserver/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -24,9 +23,9 @@ import (
 type rewriter struct {
 	s        *Server
 	tx       store.Tx
-	fullURLs map[string]string // fullUrl → Type/id
-	assigned map[int]string    // entry index → id chosen for its create
-	ids      map[int]string    // entry index → id of the resource a create or update writes
+	fullURLs reference.FullURLs // fullUrl → Type/id
+	assigned map[int]string     // entry index → id chosen for its create
+	ids      map[int]string     // entry index → id of the resource a create or update writes
 	// What conditional criteria resolved to when the transaction was
 	// planned: by entry (conditional creates, updates and patches), and
 	// by criteria (the lock key, whose parameters are sorted), of those
@@ -52,7 +51,7 @@ type conditionCheck struct {
 }
 
 func newRewriter(s *Server, tx store.Tx) *rewriter {
-	return &rewriter{s: s, tx: tx, fullURLs: map[string]string{}, assigned: map[int]string{}, ids: map[int]string{},
+	return &rewriter{s: s, tx: tx, fullURLs: reference.FullURLs{}, assigned: map[int]string{}, ids: map[int]string{},
 		expect: map[int]string{}, conditional: map[string]string{}}
 }
 
@@ -242,10 +241,10 @@ func (rw *rewriter) resolveConditionalReferences(ctx context.Context, entries []
 	for i := range entries {
 		e := &entries[i]
 		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) ||
-			!mayHoldQuery(e.Resource) {
+			!reference.MayHoldQuery(e.Resource) {
 			continue
 		}
-		_, err := rewriteReferences(e.Resource, func(ref string) (string, error) {
+		_, err := reference.Rewrite(e.Resource, func(ref string) (string, error) {
 			_, err := rw.conditionalTarget(ctx, ref, gone, i)
 			return "", err
 		}, nil)
@@ -355,49 +354,15 @@ func resourceID(res []byte) string {
 // fullURL is the entry's own: relative references resolve against its
 // base.
 func (rw *rewriter) rewrite(ctx context.Context, res []byte, fullURL string) ([]byte, error) {
-	base := restBase(fullURL)
+	base := reference.RESTBase(fullURL)
 	if base == "" {
 		base = rw.s.cfg.BaseURL
 	}
-	return rewriteReferences(res, func(ref string) (string, error) {
+	return reference.Rewrite(res, func(ref string) (string, error) {
 		return rw.target(ctx, ref, base)
 	}, func(link string) string {
-		return rw.link(link, base)
+		return rw.fullURLs.Link(link, base)
 	})
-}
-
-// link is what a link other than a reference becomes (a uri element, a
-// narrative's href): the Type/id of the entry whose fullUrl it is, given
-// in full or relative to base; else "" to leave it.
-func (rw *rewriter) link(s, base string) string {
-	if to, ok := rw.fullURLs[s]; ok {
-		return to
-	}
-	if head, version, ok := strings.Cut(s, "/_history/"); ok {
-		if to := rw.link(head, base); to != "" {
-			return to + "/_history/" + version
-		}
-		return ""
-	}
-	if typ, id, ok := strings.Cut(s, "/"); ok && profiles.IsResourceType(typ) && fhirjson.ValidID(id) {
-		return rw.fullURLs[base+"/"+s]
-	}
-	return ""
-}
-
-// restBase is the service base of a RESTful resource URL
-// ("https://x/fhir" of "https://x/fhir/Patient/1"), or "".
-func restBase(u string) string {
-	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return ""
-	}
-	u, _, _ = strings.Cut(u, "/_history/")
-	rest, id := path.Split(u)
-	base, typ := path.Split(strings.TrimSuffix(rest, "/"))
-	if !fhirjson.ValidID(id) || !profiles.IsResourceType(typ) {
-		return ""
-	}
-	return strings.TrimSuffix(base, "/")
 }
 
 // target is what a reference becomes: another entry's Type/id, the one
@@ -407,11 +372,11 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 	if to, ok := rw.fullURLs[ref]; ok {
 		return to, nil
 	}
-	if isURN(ref) {
+	if reference.IsURN(ref) {
 		return "", outcome.New(http.StatusBadRequest, "not-found", "the reference "+quote(ref)+" names no entry of the Bundle")
 	}
 	if !strings.Contains(ref, "?") {
-		return rw.link(ref, base), nil
+		return rw.fullURLs.Link(ref, base), nil
 	}
 	return rw.conditionalTarget(ctx, ref, nil, -1)
 }

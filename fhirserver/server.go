@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/kiln-fhir/kiln/fhirserver/customparams"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -75,6 +76,7 @@ type Server struct {
 	// capability is the CapabilityStatement, rebuilt when a custom
 	// SearchParameter joins the registry.
 	capability atomic.Pointer[[]byte]
+	params     *customparams.Params
 	// router and prefix are where Register mounted the API; Bundle entries
 	// are dispatched through them.
 	router http.Handler
@@ -128,7 +130,8 @@ func New(cfg Config, st store.Store) (*Server, error) {
 	s := &Server{cfg: cfg, store: st, validator: v, budget: newBudget(cfg.Limits.MaxBundleBytes), registry: cfg.Registry}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.loadSearchParameters(ctx); err != nil {
+	s.params = customparams.New(s.registry, func() search.ParseOptions { return s.parseOptions(true) }, s.refreshCapabilityOnce, cfg.Logger)
+	if err := s.params.Load(ctx, st); err != nil {
 		return nil, err
 	}
 	// What the CapabilityStatement claims depends on it.

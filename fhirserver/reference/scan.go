@@ -1,118 +1,14 @@
-package fhirserver
+package reference
 
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
-	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
 	"github.com/kiln-fhir/kiln/profiles"
 )
-
-// rewriteReferences replaces, at any depth, the string value of every
-// member named "reference" by ref(value), and other links by link(value),
-// when that is non-empty and different. The other links are the values of
-// the members whose elements are of type uri, url, canonical, oid or uuid
-// wherever FHIR defines them (linkNames), except the resource's own url
-// (a canonical, at the top level), and the href and src attributes of a
-// narrative's div. link may be nil. The new values are spliced into the
-// original bytes, so member order, whitespace and everything else the
-// client sent are kept.
-//
-// Malformed JSON is returned unchanged, without calling either function:
-// the document is scanned in full before any replacement, so a later
-// syntax error cannot follow a callback's side effects or errors. The
-// result is res itself when nothing changes.
-func rewriteReferences(res []byte, ref func(string) (string, error), link func(string) string) ([]byte, error) {
-	// A key spelt with escapes needs a backslash; without one, the
-	// literal must appear.
-	if link == nil && !bytes.Contains(res, []byte(`"reference"`)) && bytes.IndexByte(res, '\\') < 0 {
-		return res, nil
-	}
-	var buf [16]refSpan
-	spans, ok := scanReferences(res, buf[:0], link != nil)
-	if !ok {
-		return res, nil
-	}
-	var out []byte
-	last := 0
-	for _, sp := range spans {
-		raw := res[sp.start:sp.end]
-		s, ok := unquoteJSON(raw)
-		if !ok {
-			return res, nil // unreachable: the scanner checked the string
-		}
-		var to string
-		switch sp.kind {
-		case refValue:
-			var err error
-			if to, err = ref(s); err != nil {
-				return nil, err
-			}
-		case linkValue:
-			to = link(s)
-		case narrativeValue:
-			to = narrativeLinks(s, link)
-		}
-		if to == "" || to == s {
-			continue
-		}
-		if out == nil {
-			out = make([]byte, 0, len(res)+64)
-		}
-		out = append(out, res[last:sp.start]...)
-		out = jsonquote.Append(out, to)
-		last = sp.end
-	}
-	if out == nil {
-		return res, nil
-	}
-	return append(out, res[last:]...), nil
-}
-
-// mayHoldQuery reports whether a resource's bytes may hold a conditional
-// reference: a '?', as it is or escaped.
-func mayHoldQuery(b []byte) bool {
-	return bytes.IndexByte(b, '?') >= 0 || bytes.Contains(b, []byte(`\u003f`)) || bytes.Contains(b, []byte(`\u003F`))
-}
-
-// isURN reports a urn:uuid: or urn:oid: link, which names an entry of a
-// Bundle and nothing outside it.
-func isURN(s string) bool {
-	return strings.HasPrefix(s, "urn:uuid:") || strings.HasPrefix(s, "urn:oid:")
-}
-
-// narrativeAttr is an href or src attribute of a narrative.
-var narrativeAttr = regexp.MustCompile(`\b(?:href|src)\s*=\s*(?:"([^"]*)"|'([^']*)')`)
-
-// narrativeLinks is the XHTML div with the links of its href and src
-// attributes replaced by link(value), or "" when none is.
-func narrativeLinks(div string, link func(string) string) string {
-	if !strings.Contains(div, "href") && !strings.Contains(div, "src") {
-		return ""
-	}
-	changed := false
-	out := narrativeAttr.ReplaceAllStringFunc(div, func(attr string) string {
-		m := narrativeAttr.FindStringSubmatchIndex(attr)
-		at, end := m[2], m[3]
-		if at < 0 {
-			at, end = m[4], m[5]
-		}
-		to := link(attr[at:end])
-		if to == "" || strings.ContainsAny(to, `"'<&`) {
-			return attr
-		}
-		changed = true
-		return attr[:at] + to + attr[end:]
-	})
-	if !changed {
-		return ""
-	}
-	return out
-}
 
 // refSpan locates a value to rewrite: res[start:end] is the quoted string.
 type refSpan struct {
@@ -146,7 +42,7 @@ const maxScanDepth = 10000
 // links.
 //
 // With links, it also appends the values of link elements and narratives
-// (see rewriteReferences), with their kind.
+// (see Rewrite), with their kind.
 func scanReferences(b []byte, spans []refSpan, links bool) ([]refSpan, bool) {
 	const (
 		wantValue  = iota // a value is next
