@@ -73,6 +73,7 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
 	}
 	switch info.BundleType {
 	case "transaction":
+		c.audit(func(ev *event) { ev.access.Interaction = Transaction })
 		if err := s.authorize(r.Context(), Access{Interaction: Transaction}); err != nil {
 			return err
 		}

@@ -38,6 +38,9 @@ func versionHeaders(w http.ResponseWriter, v *store.Version) {
 		case *recorder:
 			u.res.ref, u.res.lastUpdated = v.Type+"/"+v.ID, v.LastUpdated
 			return
+		case *auditWriter: // the interaction's AuditEvent names it too
+			u.ev.ref = v.Type + "/" + v.ID
+			w = u.ResponseWriter
 		case interface{ Unwrap() http.ResponseWriter }: // middleware
 			w = u.Unwrap()
 		default:

@@ -67,6 +67,9 @@ func (s *Server) searchType(w http.ResponseWriter, r *http.Request, c *call) err
 	if err != nil {
 		return err
 	}
+	if r.Method == http.MethodPost {
+		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
+	}
 	return s.runSearch(w, r, c, searchRequest{types: []string{c.typ}, params: params, path: "/" + c.typ})
 }
 
@@ -75,6 +78,9 @@ func (s *Server) searchSystem(w http.ResponseWriter, r *http.Request, c *call) e
 	params, err := s.searchParams(r)
 	if err != nil {
 		return err
+	}
+	if r.Method == http.MethodPost {
+		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
 	}
 	return s.runSearch(w, r, c, searchRequest{params: params, path: ""})
 }

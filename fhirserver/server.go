@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/customparams"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
@@ -52,6 +53,9 @@ type Config struct {
 	Version string
 	// Authorizer enforces scopes; nil allows every interaction.
 	Authorizer Authorizer
+	// Auditor records one AuditEvent per interaction (auditing.go); nil
+	// records nothing.
+	Auditor Auditor
 	// Validation configures validation against StructureDefinitions; the
 	// zero value checks structure only (and $validate answers 501).
 	Validation Validation
@@ -154,18 +158,30 @@ type call struct {
 	id     string
 	vid    string
 	ctype  string // the compartment search's resource type
+	// event is the interaction's AuditEvent (nil: not audited).
+	event *event
+}
+
+// audit refines what the interaction's AuditEvent names, once the
+// handler knows it (a Bundle's type, a POST search's form).
+func (c *call) audit(edit func(*event)) {
+	if c.event != nil {
+		edit(c.event)
+	}
 }
 
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 // route is one implemented interaction at one path and method. Routes
 // without an interaction authorize inside their handler (what they touch
-// is known only from the body or a second path segment).
+// is known only from the body or a second path segment); audited is what
+// their AuditEvent names.
 type route struct {
 	interaction Interaction
 	method      string
 	path        string
 	fn          handlerFunc
+	audited     Access
 }
 
 // Path patterns of resource types and the type of a compartment search.
@@ -177,33 +193,40 @@ const (
 // routes lists everything the server implements. The CapabilityStatement is
 // generated from this table.
 func (s *Server) routes() []route {
+	in := func(in Interaction, method, path string, fn handlerFunc) route {
+		return route{interaction: in, method: method, path: path, fn: fn, audited: Access{Interaction: in}}
+	}
+	// Authorized by the handler, and audited as an interaction it names.
+	by := func(audited Interaction, op, method, path string, fn handlerFunc) route {
+		return route{method: method, path: path, fn: fn, audited: Access{Interaction: audited, Operation: op}}
+	}
 	return []route{
-		{Capabilities, http.MethodGet, "/metadata", s.metadata},
-		{"", http.MethodPost, "", s.bundle}, // batch and transaction: authorized per entry
-		{SearchSystem, http.MethodGet, "", s.searchSystem},
-		{SearchSystem, http.MethodPost, "/_search", s.searchSystem},
-		{HistorySystem, http.MethodGet, "/_history", s.history},
-		{"", http.MethodPost, "/$reindex", s.reindexOp},
-		{SearchType, http.MethodGet, typePath, s.searchType},
-		{Create, http.MethodPost, typePath, s.create},
-		{Update, http.MethodPut, typePath, s.conditionalUpdate},
-		{Delete, http.MethodDelete, typePath, s.conditionalDelete},
-		{Patch, http.MethodPatch, typePath, s.conditionalPatch},
-		{SearchType, http.MethodPost, typePath + "/_search", s.searchType},
-		{HistoryType, http.MethodGet, typePath + "/_history", s.history},
-		{"", http.MethodPost, typePath + "/$reindex", s.reindexOp},
-		{"", http.MethodPost, typePath + "/$validate", s.validateOp},
-		{"", http.MethodPost, typePath + "/{id}/$validate", s.validateOp},
-		{"", http.MethodGet, typePath + "/{id}/$validate", s.validateOp},
-		{Read, http.MethodGet, typePath + "/{id}", s.read},
-		{Update, http.MethodPut, typePath + "/{id}", s.update},
-		{Delete, http.MethodDelete, typePath + "/{id}", s.delete},
-		{Patch, http.MethodPatch, typePath + "/{id}", s.patch},
-		{HistoryInstance, http.MethodGet, typePath + "/{id}/_history", s.history},
-		{"", http.MethodGet, typePath + "/{id}/$everything", s.everything},
-		{"", http.MethodPost, typePath + "/{id}/$everything", s.everything},
-		{"", http.MethodGet, typePath + "/{id}" + ctypePath, s.searchCompartment},
-		{VRead, http.MethodGet, typePath + "/{id}/_history/{vid}", s.vread},
+		in(Capabilities, http.MethodGet, "/metadata", s.metadata),
+		by(Batch, "", http.MethodPost, "", s.bundle), // batch or transaction: authorized per entry
+		in(SearchSystem, http.MethodGet, "", s.searchSystem),
+		in(SearchSystem, http.MethodPost, "/_search", s.searchSystem),
+		in(HistorySystem, http.MethodGet, "/_history", s.history),
+		by(Operation, "$reindex", http.MethodPost, "/$reindex", s.reindexOp),
+		in(SearchType, http.MethodGet, typePath, s.searchType),
+		in(Create, http.MethodPost, typePath, s.create),
+		in(Update, http.MethodPut, typePath, s.conditionalUpdate),
+		in(Delete, http.MethodDelete, typePath, s.conditionalDelete),
+		in(Patch, http.MethodPatch, typePath, s.conditionalPatch),
+		in(SearchType, http.MethodPost, typePath+"/_search", s.searchType),
+		in(HistoryType, http.MethodGet, typePath+"/_history", s.history),
+		by(Operation, "$reindex", http.MethodPost, typePath+"/$reindex", s.reindexOp),
+		by(Operation, "$validate", http.MethodPost, typePath+"/$validate", s.validateOp),
+		by(Operation, "$validate", http.MethodPost, typePath+"/{id}/$validate", s.validateOp),
+		by(Operation, "$validate", http.MethodGet, typePath+"/{id}/$validate", s.validateOp),
+		in(Read, http.MethodGet, typePath+"/{id}", s.read),
+		in(Update, http.MethodPut, typePath+"/{id}", s.update),
+		in(Delete, http.MethodDelete, typePath+"/{id}", s.delete),
+		in(Patch, http.MethodPatch, typePath+"/{id}", s.patch),
+		in(HistoryInstance, http.MethodGet, typePath+"/{id}/_history", s.history),
+		by(Operation, "$everything", http.MethodGet, typePath+"/{id}/$everything", s.everything),
+		by(Operation, "$everything", http.MethodPost, typePath+"/{id}/$everything", s.everything),
+		by(SearchType, "", http.MethodGet, typePath+"/{id}"+ctypePath, s.searchCompartment),
+		in(VRead, http.MethodGet, typePath+"/{id}/_history/{vid}", s.vread),
 	}
 }
 
@@ -229,7 +252,7 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 		allowed[path] = append(allowed[path], method)
 	}
 	for _, rt := range s.routes() {
-		add(rt.path, rt.method, s.handle(rt.interaction, rt.fn))
+		add(rt.path, rt.method, s.handle(rt))
 	}
 	// A known path with another method: 405 with the methods it does accept
 	// (HEAD wherever GET: the middleware serves HEAD as GET).
@@ -249,19 +272,50 @@ func (s *Server) Register(r *mux.Router, prefix string) {
 }
 
 // handle wraps an interaction with what every FHIR request needs: content
-// negotiation, path validation, authorization, and error mapping.
-func (s *Server) handle(in Interaction, fn handlerFunc) http.Handler {
+// negotiation, path validation, authorization, error mapping, and its one
+// AuditEvent, recorded once the answer is written (auditing.go).
+func (s *Server) handle(rt route) http.Handler {
+	in, fn := rt.interaction, rt.fn
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		vars := mux.Vars(r)
 		c := &call{typ: vars["type"], id: vars["id"], vid: vars["vid"], ctype: vars["ctype"]}
-		if err := s.prepare(r, in, c); err != nil {
-			s.fail(w, r, err)
+		if s.recorded() {
+			aw := &auditWriter{ResponseWriter: w}
+			w = aw
+			c.event = &event{access: rt.audited, vid: c.vid, query: r.URL.RawQuery}
+			c.event.access.Type, c.event.access.ID = c.typ, c.id
+			if c.ctype != "" {
+				c.event.compartment = c.typ + "/" + c.id
+				c.event.access.Type, c.event.access.ID = c.ctype, ""
+			}
+			aw.ev = c.event
+			answered := false
+			defer func() {
+				status := aw.status
+				switch {
+				case !answered:
+					status = http.StatusInternalServerError // a panic, answered by Recover
+				case status == 0:
+					status = http.StatusOK
+				}
+				s.record(r.Context(), c.event, status, auth.ClientIP(r))
+			}()
+			s.serve(w, r, in, fn, c)
+			answered = true
 			return
 		}
-		if err := fn(w, r, c); err != nil {
-			s.fail(w, r, err)
-		}
+		s.serve(w, r, in, fn, c)
 	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, in Interaction, fn handlerFunc, c *call) {
+	if err := s.prepare(r, in, c); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := fn(w, r, c); err != nil {
+		s.fail(w, r, err)
+	}
 }
 
 func (s *Server) prepare(r *http.Request, in Interaction, c *call) error {

@@ -7,8 +7,9 @@ package fhirserver
 // through the same code as the REST handlers (structural validation,
 // nextWrite with profile validation and index rows, the store's
 // compare-and-swap). Client errors are *outcome.Error values with the
-// status the REST API would answer. Auditing is the caller's business (the
-// HTTP middleware audits the platform request that led here).
+// status the REST API would answer. Each call is one interaction, recorded
+// once with its outcome like the REST interaction it mirrors
+// (auditing.go).
 
 import (
 	"context"
@@ -58,7 +59,8 @@ func clientError(err error) error {
 // compare-and-swap on version 0 decides between concurrent callers, and
 // the loser (or any later call) gets 409. Any id or meta in body is
 // replaced, as in a REST create.
-func (s *Server) CreateWithID(ctx context.Context, typ, id string, body []byte) (*store.Version, error) {
+func (s *Server) CreateWithID(ctx context.Context, typ, id string, body []byte) (_ *store.Version, err error) {
+	defer s.recordCall(ctx, &event{access: Access{Interaction: Create, Type: typ, ID: id}}, http.StatusCreated, &err)
 	v, err := s.createWithID(ctx, typ, id, body)
 	return v, clientError(err)
 }
@@ -103,7 +105,8 @@ func (s *Server) createOnce(ctx context.Context, w store.Writer, typ, id string,
 
 // Read returns the current version of typ/id, authorized as the read
 // interaction: 404 when it never existed, 410 when it is deleted.
-func (s *Server) Read(ctx context.Context, typ, id string) (*store.Version, error) {
+func (s *Server) Read(ctx context.Context, typ, id string) (_ *store.Version, err error) {
+	defer s.recordCall(ctx, &event{access: Access{Interaction: Read, Type: typ, ID: id}}, http.StatusOK, &err)
 	if err := checkTypeID(typ, id, true); err != nil {
 		return nil, err
 	}
@@ -127,7 +130,8 @@ func (s *Server) Read(ctx context.Context, typ, id string) (*store.Version, erro
 // returns the current versions of the matches in the search's order,
 // following the pages, at most limit of them (limit <= 0: the server's
 // default page size). _include and _revinclude are not followed.
-func (s *Server) SearchAll(ctx context.Context, typ string, params url.Values, limit int) ([]*store.Version, error) {
+func (s *Server) SearchAll(ctx context.Context, typ string, params url.Values, limit int) (_ []*store.Version, err error) {
+	defer s.recordCall(ctx, &event{access: Access{Interaction: SearchType, Type: typ}, query: params.Encode()}, http.StatusOK, &err)
 	vs, err := s.searchAll(ctx, typ, params, limit)
 	return vs, clientError(err)
 }

@@ -21,9 +21,18 @@ import (
 // bound to Patient).
 func newService(t *testing.T) *fhirserver.Server {
 	t.Helper()
+	return newServiceWith(t)
+}
+
+// newServiceWith is newService with changes to its configuration.
+func newServiceWith(t *testing.T, mutate ...func(*fhirserver.Config)) *fhirserver.Server {
+	t.Helper()
 	cfg := fhirserver.Config{BaseURL: "https://kiln.test/fhir", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical}}
 	withValidation(fhirserver.ValidateProfiles, "warn", true)(&cfg)
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	s, err := fhirserver.New(cfg, testStore(t))
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,9 @@ type Records interface {
 // returns the time of the first erasure. An unknown patient is an error
 // matching store.ErrNotFound, or an *outcome.Error with status 404. It is
 // called after the policy allowed the DELETE (patients:write and the
-// admin or privacy_officer role); its own audit record is its business.
+// admin or privacy_officer role); it records the erasure as the FHIR
+// service's interaction it is (FHIREraser: through Server.Audited, the
+// delete of Patient/id), so that the platform request is audited once.
 type PatientEraser interface {
 	ErasePatient(ctx context.Context, id string) (time.Time, error)
 }

@@ -34,7 +34,7 @@ func (e FHIREraser) ErasePatient(ctx context.Context, id string) (time.Time, err
 	at := now()
 	var mu sync.Mutex
 	var identifying []string
-	done, err := e.FHIR.ErasePatient(ctx, id, fhirserver.Erasure{
+	erasure := fhirserver.Erasure{
 		Anonymize: func(res map[string]any) map[string]any {
 			mu.Lock()
 			for _, s := range adapters.IdentifyingStrings(res) {
@@ -51,6 +51,14 @@ func (e FHIREraser) ErasePatient(ctx context.Context, id string) (time.Time, err
 			mu.Unlock()
 			return adapters.ScrubReferencing(res, ref, words...)
 		},
+	}
+	// The erasure is one interaction of the service, the delete of
+	// Patient/id, allowed by the platform's policy before it got here:
+	// recorded once, with its outcome.
+	var done fhirserver.Erased
+	err := e.FHIR.Audited(ctx, fhirserver.Access{Interaction: fhirserver.Delete, Type: "Patient", ID: id}, func(ctx context.Context) (err error) {
+		done, err = e.FHIR.ErasePatient(ctx, id, erasure)
+		return err
 	})
 	if err != nil {
 		return time.Time{}, err

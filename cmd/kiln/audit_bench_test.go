@@ -20,9 +20,9 @@ func BenchmarkRead(b *testing.B) {
 			a, _ := openTestApp(b, "--data", b.TempDir())
 			if mode == "audit-off" {
 				rec := a.Recorder
-				a.Recorder = nil
+				a.Recorder = nil // neither the FHIR service nor the router records
 				a.Handler = a.Routes()
-				a.Recorder = rec // still closed by Close
+				b.Cleanup(func() { a.Recorder = rec }) // still closed by Close, which runs after
 			}
 			tok, err := a.AdminToken(ctx)
 			if err != nil {

@@ -60,7 +60,7 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	srv, err := app.NewFHIRServer(cfg.appConfig(logger), app.Clinical(), st, key)
+	srv, err := app.NewFHIRServer(cfg.appConfig(logger), app.Clinical(), st, key, nil)
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,7 @@ func (s *Service) Require(next http.Handler) http.Handler {
 			httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked")
 			return
 		}
+		p.Address = ClientIP(r)
 		next.ServeHTTP(w, r.WithContext(WithPrincipal(r.Context(), p)))
 	})
 }

@@ -19,6 +19,9 @@ type Principal struct {
 	Expiry   time.Time
 	// SessionID is a user token's refresh-token family ("" for clients).
 	SessionID string
+	// Address is the network address the token was presented from
+	// (ClientIP of the request), which audit records name.
+	Address string
 }
 
 type principalKey struct{}

@@ -93,8 +93,10 @@ type App struct {
 	FHIR     *fhirserver.Server
 	Services []*Service
 	AuditLog AuditLog // the audit partition
-	// Recorder records the audit trail; nil leaves requests unrecorded
-	// (set before Routes, for benchmarks).
+	// Recorder records the audit trail: the FHIR services' interactions
+	// (through trail), the issuer's events and the refusals of
+	// auditRefusals. nil records none of them (set before serving and
+	// before Routes, for benchmarks).
 	Recorder *audit.Recorder
 	Auth     *auth.Service
 	// Platform is the platform's JSON API (legacyapi) over FHIR.
@@ -146,7 +148,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	for _, s := range a.Services {
-		if s.FHIR, err = NewFHIRServer(cfg, s.Mount, s.Store, cursorKey); err != nil {
+		if s.FHIR, err = NewFHIRServer(cfg, s.Mount, s.Store, cursorKey, trail{a}); err != nil {
 			return nil, err
 		}
 	}
@@ -209,8 +211,9 @@ func OAuthURIs(cfg Config) fhirserver.OAuthURIs {
 
 // NewFHIRServer builds the FHIR service of m over st: its
 // CapabilityStatement names BaseURL+m.Base; cursorKey seals its page
-// cursors.
-func NewFHIRServer(cfg Config, m Mount, st Store, cursorKey []byte) (*fhirserver.Server, error) {
+// cursors; auditor records its interactions (nil: none, for the offline
+// admin commands, which are no interactions).
+func NewFHIRServer(cfg Config, m Mount, st Store, cursorKey []byte, auditor fhirserver.Auditor) (*fhirserver.Server, error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -222,6 +225,7 @@ func NewFHIRServer(cfg Config, m Mount, st Store, cursorKey []byte) (*fhirserver
 		MaxConditionalDeletes: cfg.MaxConditionalDeletes,
 		CursorKey:             cursorKey,
 		Authorizer:            m.Authorizer,
+		Auditor:               auditor,
 		Validation:            cfg.Validation,
 		Limits:                cfg.Limits,
 		OAuth:                 OAuthURIs(cfg),

@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 )
 
 // newRecorder records into l, keying the values of recorded queries with
@@ -41,12 +43,40 @@ func authEvent(e auth.Event) audit.Event {
 	return ev
 }
 
-// auditRequests records every routed request as an AuditEvent once it has
-// been answered (router middleware: Bundle entries, dispatched through the
-// router, are recorded one by one too). The issuer's endpoints record
-// their own richer events; health probes are not interactions. fhirBases
-// are where the FHIR services are mounted.
-func auditRequests(rec *audit.Recorder, fhirBases []string) mux.MiddlewareFunc {
+// trail is the FHIR services' Auditor: they record each interaction
+// themselves, once its outcome is known, into the app's Recorder (read
+// when the interaction ends: nil records nothing, for benchmarks). It
+// also counts, in the request's context, the interactions recorded for
+// the request, so that auditRefusals knows whether one was.
+type trail struct{ a *App }
+
+func (t trail) Record(ctx context.Context, e audit.Event) error {
+	if n, ok := ctx.Value(interactionsKey{}).(*atomic.Int32); ok {
+		n.Add(1)
+	}
+	rec := t.a.Recorder
+	if rec == nil {
+		return nil
+	}
+	// Record waits when the queue is full: no event is dropped.
+	return rec.Record(ctx, e)
+}
+
+// interactionsKey carries the count of the interactions recorded for a
+// request.
+type interactionsKey struct{}
+
+// auditRefusals is router middleware that records the requests refused
+// with 401 or 403 for which no FHIR interaction was recorded: those the
+// platform endpoints' policy refused before they called a FHIR service
+// (a refusal by a service is recorded there, as the interaction it
+// refused). Every other request is recorded by the interactions it
+// performs, or not at all: a platform request is audited as the FHIR
+// interactions it performs (GET /patients/{id}: the read of the Patient
+// and the searches of its Conditions and Observations), not as itself.
+// The issuer's endpoints record their own events; health probes and the
+// discovery documents are not interactions.
+func auditRefusals(a *App) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p := r.URL.Path
@@ -56,17 +86,20 @@ func auditRequests(rec *audit.Recorder, fhirBases []string) mux.MiddlewareFunc {
 				return
 			}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r)
-			sub, entity := classify(r, underAny(p, fhirBases))
-			ev := audit.Event{Subtype: sub, Status: sw.status, Entity: entity, RequestID: r.Header.Get("X-Request-Id"),
-				Agent: audit.Agent{Address: auth.ClientIP(r)}}
+			var recorded atomic.Int32
+			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), interactionsKey{}, &recorded)))
+			rec := a.Recorder
+			if rec == nil || recorded.Load() > 0 || sw.status != http.StatusUnauthorized && sw.status != http.StatusForbidden {
+				return
+			}
+			ev := audit.Event{Subtype: subtypeOfMethod(r.Method), Status: sw.status, Entity: platformEntity(r),
+				RequestID: httpserver.RequestID(r.Context()), Agent: audit.Agent{Address: auth.ClientIP(r)}}
 			if pr, ok := auth.FromContext(r.Context()); ok {
 				ev.Agent.Who, ev.Agent.Role, ev.Agent.FHIRUser = pr.Subject, pr.Role, pr.FHIRUser
 				if pr.ClientID != "" {
 					ev.Agent.Role = "client"
 				}
 			}
-			// Record waits when the queue is full: no event is dropped.
 			_ = rec.Record(context.WithoutCancel(r.Context()), ev)
 		})
 	}
@@ -92,82 +125,33 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// underAny reports whether path starts with one of bases (as a string:
-// "/fhirx", routed nowhere, is recorded as a FHIR request, as it always was).
-func underAny(path string, bases []string) bool {
-	for _, b := range bases {
-		if strings.HasPrefix(path, b) {
-			return true
-		}
+// subtypeOfMethod is the interaction a refused platform request asked for.
+func subtypeOfMethod(method string) audit.Code {
+	switch method {
+	case http.MethodPost:
+		return audit.SubtypeCreate
+	case http.MethodPut:
+		return audit.SubtypeUpdate
+	case http.MethodPatch:
+		return audit.SubtypePatch
+	case http.MethodDelete:
+		return audit.SubtypeDelete
 	}
-	return false
+	return audit.SubtypeRead
 }
 
-// classify names the interaction of a request from its method and the
-// route variables; fhir says the request is to a FHIR service.
-func classify(r *http.Request, fhir bool) (audit.Code, audit.Entity) {
-	v := mux.Vars(r)
-	typ, id, vid, ctype := v["type"], v["id"], v["vid"], v["ctype"]
-	p := r.URL.Path
-	ref := typ
-	if id != "" {
-		ref += "/" + id
-	}
-	if !fhir {
-		tpl := p
-		if rt := mux.CurrentRoute(r); rt != nil {
-			if t, err := rt.GetPathTemplate(); err == nil {
-				tpl = t
-			}
+// platformEntity names a refused platform request by its route's
+// template (never the path: it holds client-chosen ids), and the FHIR
+// Patient a /patients/{id} request is about.
+func platformEntity(r *http.Request) audit.Entity {
+	e := audit.Entity{Path: "(unrouted)"}
+	if rt := mux.CurrentRoute(r); rt != nil {
+		if t, err := rt.GetPathTemplate(); err == nil {
+			e.Path = t
 		}
-		e := audit.Entity{Path: tpl}
-		if id != "" && strings.HasPrefix(tpl, "/patients/") {
-			e.What = "Patient/" + id // the same id names the FHIR Patient
-		}
-		switch r.Method {
-		case http.MethodPost:
-			return audit.SubtypeCreate, e
-		case http.MethodPut:
-			return audit.SubtypeUpdate, e
-		case http.MethodPatch:
-			return audit.SubtypePatch, e
-		case http.MethodDelete:
-			return audit.SubtypeDelete, e
-		}
-		return audit.SubtypeRead, e
 	}
-	switch {
-	case strings.HasSuffix(p, "/metadata"):
-		return audit.SubtypeCapabilities, audit.Entity{}
-	case strings.Contains(p, "/$"):
-		return audit.SubtypeOperation, entityOf(typ, id, ref, "")
-	case vid != "":
-		return audit.SubtypeVRead, audit.Entity{What: ref + "/_history/" + vid}
-	case strings.HasSuffix(p, "/_history"):
-		return audit.SubtypeHistory, entityOf(typ, id, ref, "")
-	case ctype != "":
-		return audit.SubtypeSearch, audit.Entity{What: ref, ResourceType: ctype, Query: r.URL.RawQuery}
-	case strings.HasSuffix(p, "/_search") || r.Method == http.MethodGet && id == "":
-		return audit.SubtypeSearch, audit.Entity{ResourceType: typ, Query: r.URL.RawQuery}
-	case r.Method == http.MethodPost && typ == "":
-		return audit.SubtypeBatch, audit.Entity{} // a batch or transaction: its entries are recorded one by one
-	case r.Method == http.MethodGet:
-		return audit.SubtypeRead, audit.Entity{What: ref}
-	case r.Method == http.MethodPost:
-		return audit.SubtypeCreate, audit.Entity{ResourceType: typ}
-	case r.Method == http.MethodPut:
-		return audit.SubtypeUpdate, entityOf(typ, id, ref, r.URL.RawQuery)
-	case r.Method == http.MethodPatch:
-		return audit.SubtypePatch, entityOf(typ, id, ref, r.URL.RawQuery)
-	case r.Method == http.MethodDelete:
-		return audit.SubtypeDelete, entityOf(typ, id, ref, r.URL.RawQuery)
+	if id := mux.Vars(r)["id"]; id != "" && strings.HasPrefix(e.Path, "/patients/") {
+		e.What = "Patient/" + id // the same id names the FHIR Patient
 	}
-	return audit.SubtypeOperation, entityOf(typ, id, ref, "")
-}
-
-func entityOf(typ, id, ref, query string) audit.Entity {
-	if id != "" {
-		return audit.Entity{What: ref}
-	}
-	return audit.Entity{ResourceType: typ, Query: query}
+	return e
 }

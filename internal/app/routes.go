@@ -20,7 +20,7 @@ func (a *App) Routes() http.Handler {
 	a.Router = r
 	r.Use(httpserver.LabelRoute)
 	if a.Recorder != nil {
-		r.Use(auditRequests(a.Recorder, a.FHIRBases()))
+		r.Use(auditRefusals(a))
 	}
 	r.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
