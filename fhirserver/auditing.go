@@ -17,8 +17,8 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // Auditor records the AuditEvent of each interaction (an

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 

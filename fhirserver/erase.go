@@ -4,7 +4,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/kiln-fhir/kiln/fhirserver/erasure"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/erasure"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
-	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )

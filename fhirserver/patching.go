@@ -8,8 +8,8 @@ import (
 	"reflect"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"

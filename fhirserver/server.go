@@ -18,13 +18,13 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/customparams"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/customparams"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 

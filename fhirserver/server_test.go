@@ -17,11 +17,11 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 func TestMain(m *testing.M) {

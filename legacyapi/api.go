@@ -10,9 +10,9 @@ import (
 
 	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // FHIR is what the platform handlers need of the FHIR service

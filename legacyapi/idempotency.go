@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // Idempotency-Key on POST (the IETF httpapi draft's header): the first

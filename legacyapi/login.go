@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // maxLoginBytes bounds a login body: an email and a password.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // maxPatientBytes bounds a POST /patients body: six short strings.

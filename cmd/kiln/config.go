@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // serveConfig is everything `kiln serve` is configured with. Each flag has a

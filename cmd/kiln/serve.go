@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 func serve(ctx context.Context, cfg serveConfig, out io.Writer) error {

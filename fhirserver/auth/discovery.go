@@ -6,7 +6,7 @@ package auth
 import (
 	"net/http"
 
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 func (s *Service) jwks(w http.ResponseWriter, r *http.Request) {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // Public paths answer without a token; every other request needs one.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver/decimal"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 )
 
 // Binding strength of the binary operators, lowest first, as in the

@@ -3,7 +3,7 @@ package fhirpath
 import (
 	"math/big"
 
-	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
 )
 
 // ucumConvert converts between UCUM units with the ucum package; the

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
-	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 

@@ -6,10 +6,10 @@ import (
 	"math/big"
 	"strconv"
 
-	"github.com/kiln-fhir/kiln/fhirserver/decimal"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
-	"github.com/kiln-fhir/kiln/fhirserver/fhirtime"
-	"github.com/kiln-fhir/kiln/fhirserver/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
 )
 
 // ucumSystem is the code system of UCUM units.

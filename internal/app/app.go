@@ -20,7 +20,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 	"github.com/kiln-fhir/kiln/legacyapi"
 	"github.com/kiln-fhir/kiln/profiles"
 )

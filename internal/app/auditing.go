@@ -11,7 +11,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // newRecorder records into l, keying the values of recorded queries with

@@ -10,7 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
-	"github.com/kiln-fhir/kiln/fhirserver/httpserver"
+	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
 // Routes assembles every route behind the one middleware chain; the

@@ -9,7 +9,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )

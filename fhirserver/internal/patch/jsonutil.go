@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/kiln-fhir/kiln/fhirserver/decimal"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 )
 
 // maxResultDepth bounds the nesting of a patched resource: FHIR resources

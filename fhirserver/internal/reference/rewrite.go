@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
