@@ -117,7 +117,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
+	v, err := s.mutate(r.Context(), c, pre, func(prev *store.Version) (*store.Write, error) {
 		return s.patched(r.Context(), c, prev, doc)
 	})
 	if err != nil {
@@ -133,7 +133,11 @@ func (s *Server) conditionalPatch(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
-	target, v, err := s.applyToMatch(r, c, "conditional patch", func() (string, error) {
+	pre, err := writePreconditions(r)
+	if err != nil {
+		return err
+	}
+	target, v, err := s.applyToMatch(r.Context(), c.typ, r.URL.RawQuery, pre, func() (string, error) {
 		return "", outcome.New(http.StatusNotFound, "not-found", "no "+c.typ+" matches the criteria")
 	}, func(target *call, prev *store.Version) (*store.Write, error) {
 		return s.patched(r.Context(), target, prev, doc)
@@ -141,6 +145,7 @@ func (s *Server) conditionalPatch(w http.ResponseWriter, r *http.Request, c *cal
 	if err != nil {
 		return err
 	}
+	target.format = c.format
 	s.writeResult(w, r, target, http.StatusOK, v, "patched "+c.typ+"/"+target.id)
 	return nil
 }
