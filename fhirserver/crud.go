@@ -135,8 +135,7 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 	}
 	// Refuse a declared oversize body before reading any of it.
 	if r.ContentLength > limit {
-		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+		return nil, fhirjson.Info{}, tooLargeBody(r.ContentLength, limit)
 	}
 	src, release, err := s.budget.body(r, limit)
 	if err != nil {
@@ -147,23 +146,45 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}
-	var info fhirjson.Info
-	if known, ok := entryInfo(r.Context()); ok {
-		info = known // read before the transaction took the writer
-	} else if isValidated(r.Context()) {
-		// An entry of a Bundle that was validated as a whole.
-		info, err = resourceInfo(body)
-	} else {
-		info, err = check(body)
+	var known *fhirjson.Info
+	if k, ok := entryInfo(r.Context()); ok {
+		known = &k // read before the transaction took the writer
 	}
+	info, err := bodyInfo(body, typ, check, known, isValidated(r.Context()))
 	if err != nil {
 		return nil, info, err
 	}
+	return body, info, nil
+}
+
+// tooLargeBody refuses a body of n bytes over the limit.
+func tooLargeBody(n, limit int64) error {
+	return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+		"the request body of "+strconv.FormatInt(n, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+}
+
+// bodyInfo checks a body read for the type in the URL. known is what was
+// read of it already (before a transaction took the writer), validated
+// that it passed structural validation with its Bundle.
+func bodyInfo(body []byte, typ string, check func([]byte) (fhirjson.Info, error), known *fhirjson.Info, validated bool) (fhirjson.Info, error) {
+	var info fhirjson.Info
+	var err error
+	switch {
+	case known != nil:
+		info = *known
+	case validated:
+		info, err = resourceInfo(body)
+	default:
+		info, err = check(body)
+	}
+	if err != nil {
+		return info, err
+	}
 	if info.ResourceType != typ {
-		return nil, info, outcome.New(http.StatusBadRequest, "invalid",
+		return info, outcome.New(http.StatusBadRequest, "invalid",
 			"the body is a "+info.ResourceType+" but the URL names "+typ, info.ResourceType+".resourceType")
 	}
-	return body, info, nil
+	return info, nil
 }
 
 func (s *Server) now() time.Time {

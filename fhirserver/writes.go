@@ -300,7 +300,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	return s.answer(w, r, c)(s.createResource(r.Context(), createIn(r, c.typ, body, assignedID(r.Context()))))
+	return s.answer(w, r, c)(s.createResource(r.Context(), createIn(r, c.typ, body, "")))
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -320,7 +320,7 @@ func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *ca
 	if err != nil {
 		return err
 	}
-	in, err := conditionalUpdateIn(r, c.typ, body, info, assignedID(r.Context()))
+	in, err := conditionalUpdateIn(r, c.typ, body, info, "")
 	if err != nil {
 		return err
 	}
