@@ -1,6 +1,7 @@
 package fhirserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -12,8 +13,8 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
-// The write entries of a batch or transaction (create, update, delete and
-// their conditional forms) call the write interactions (writes.go)
+// The write entries of a batch or transaction (create, update, patch,
+// delete and their conditional forms) call the write interactions (writes.go)
 // directly; other entries go through the router (dispatch). Either way an
 // entry is checked, authorized and audited as the REST request it names:
 // once, with the same Access, and answered with the same status, headers
@@ -68,6 +69,10 @@ func (s *Server) writeEntry(method, path string) (entryWrite, bool) {
 		return entryWrite{Delete, typ, "", runConditionalDelete}, true
 	case method == http.MethodDelete:
 		return entryWrite{Delete, typ, id, runDelete}, true
+	case method == http.MethodPatch && !hasID:
+		return entryWrite{Patch, typ, "", runConditionalPatch}, true
+	case method == http.MethodPatch:
+		return entryWrite{Patch, typ, id, runPatch}, true
 	}
 	return entryWrite{}, false
 }
@@ -114,6 +119,38 @@ func runDelete(s *Server, ctx context.Context, req *http.Request, typ, id string
 
 func runConditionalDelete(s *Server, ctx context.Context, req *http.Request, typ, _ string, _ []byte, _ entryExec) (written, error) {
 	return s.conditionalDeleteResource(ctx, &writeIn{typ: typ, criteria: req.URL.RawQuery})
+}
+
+func runPatch(s *Server, ctx context.Context, req *http.Request, typ, id string, body []byte, x entryExec) (written, error) {
+	doc, pre, err := s.entryPatch(ctx, req, body, x)
+	if err != nil {
+		return written{}, err
+	}
+	return s.patchResource(ctx, typ, id, pre, doc)
+}
+
+func runConditionalPatch(s *Server, ctx context.Context, req *http.Request, typ, _ string, body []byte, x entryExec) (written, error) {
+	doc, pre, err := s.entryPatch(ctx, req, body, x)
+	if err != nil {
+		return written{}, err
+	}
+	return s.conditionalPatchResource(ctx, typ, req.URL.RawQuery, pre, doc)
+}
+
+// entryPatch reads a PATCH entry's patch (a JSON Patch from a Binary, or
+// a FHIRPath Patch) and preconditions as readPatch and the handler do.
+func (s *Server) entryPatch(ctx context.Context, req *http.Request, body []byte, x entryExec) (patchDoc, preconditions, error) {
+	doc, err := patchDocOf(req.Header.Get("Content-Type"), func() ([]byte, error) {
+		return fhirjson.ReadBody(bytes.NewReader(body), s.cfg.Limits.MaxResourceBytes, -1)
+	}, func() ([]byte, error) {
+		body, _, err := s.entryResource(ctx, "Parameters", body, x)
+		return body, err
+	})
+	if err != nil {
+		return doc, preconditions{}, err
+	}
+	pre, err := writePreconditions(req)
+	return doc, pre, err
 }
 
 // entryResource checks an entry's resource as readBody checks a request
