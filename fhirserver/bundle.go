@@ -127,8 +127,9 @@ func (s *Server) entryURL(e *entryIn) string {
 	return path
 }
 
-// dispatch runs one entry through the router and records the answer.
-func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string) entryResult {
+// dispatch runs one entry: a write calls its interaction (runWrite),
+// anything else goes through the router, into a recorder.
+func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string, x entryExec) entryResult {
 	target := s.prefix + "/" + rel
 	if strings.HasPrefix(rel, "?") { // a system search: [base]?_type=…
 		target = s.prefix + rel
@@ -157,6 +158,12 @@ func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel 
 		set("If-Modified-Since", rq.IfModifiedSince)
 		set("If-Match", rq.IfMatch)
 		set("If-None-Exist", rq.IfNoneExist)
+	}
+	if ew, ok := s.writeEntry(method, req.URL.Path); ok {
+		return s.runWrite(ctx, req, ew, body, x)
+	}
+	if x.info != nil {
+		req = req.WithContext(withEntryInfo(req.Context(), *x.info))
 	}
 	rec := &recorder{res: entryResult{header: http.Header{}}}
 	s.router.ServeHTTP(rec, req)
@@ -214,7 +221,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 			results[i] = failed(err)
 			continue
 		}
-		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct)
+		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct, entryExec{})
 	}
 	writeBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
 	return nil
@@ -335,14 +342,8 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 			if err != nil {
 				return entryError(p.i, err)
 			}
-			ectx := ctx
-			if id := rw.assigned[p.i]; id != "" {
-				ectx = withAssignedID(ctx, id)
-			}
-			if infos[p.i] != nil {
-				ectx = withEntryInfo(ectx, *infos[p.i])
-			}
-			res := s.dispatch(ectx, r, p.method, p.rel, e, body, ct)
+			x := entryExec{assignedID: rw.assigned[p.i], info: infos[p.i], validated: true}
+			res := s.dispatch(ctx, r, p.method, p.rel, e, body, ct, x)
 			if err := rw.applied(p.i, res); err != nil {
 				return entryError(p.i, err)
 			}

@@ -1,7 +1,6 @@
 package fhirserver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -111,57 +110,6 @@ func notSelective(typ string, n int) error {
 		"the criteria match "+strconv.Itoa(n)+" or more "+typ+" resources; they must match at most one")
 }
 
-// conditionalCreate is create with If-None-Exist: nothing matches → create;
-// one match → 200 with the existing resource; more → 412.
-func (s *Server) conditionalCreate(w http.ResponseWriter, r *http.Request, c *call, cond, id string, body []byte) error {
-	ctx := r.Context()
-	crit, err := s.criteria(ctx, c.typ, cond, 2)
-	if err != nil {
-		return err
-	}
-	var existing, created *store.Version
-	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.q)
-		if err != nil {
-			return err
-		}
-		switch len(found) {
-		case 0:
-		case 1:
-			existing = found[0]
-			return nil
-		default:
-			return notSelective(c.typ, len(found))
-		}
-		// Only a resource that will be created has its conditional
-		// references resolved: a match answers with what exists.
-		body, err := s.resolveReferences(ctx, body, nil)
-		if err != nil {
-			return err
-		}
-		wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
-		if err != nil {
-			return err
-		}
-		if err := tx.Put(ctx, wr); err != nil {
-			return err
-		}
-		created = stored(wr)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if existing != nil {
-		w.Header().Set("Location", s.versionURL(existing))
-		s.writeResult(w, r, &call{format: c.format, typ: existing.Type, id: existing.ID}, http.StatusOK, existing,
-			"a matching "+c.typ+" exists: "+existing.Type+"/"+existing.ID+"; nothing was created")
-		return nil
-	}
-	s.writeResult(w, r, c, http.StatusCreated, created, "created "+c.typ+"/"+created.ID)
-	return nil
-}
-
 func refuseWithoutTx(err error, what string) error {
 	if errors.Is(err, store.ErrTransactionsUnsupported) {
 		return outcome.New(http.StatusNotImplemented, "not-supported",
@@ -170,54 +118,18 @@ func refuseWithoutTx(err error, what string) error {
 	return err
 }
 
-// conditionalUpdate is PUT [type]?criteria: no match → create (with the
-// body's id if it has one); one match → update it; more → 412.
-func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, info, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	var created bool
-	target, v, err := s.applyToMatch(r, c, "conditional update", func() (string, error) {
-		// A transaction Bundle decided the id already, so that references
-		// to the entry could be rewritten to it.
-		return cmp.Or(assignedID(ctx), info.ID, newID(s.cfg.Now())), nil
-	}, func(target *call, prev *store.Version) (*store.Write, error) {
-		if info.ID != "" && info.ID != target.id {
-			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the matching resource "+c.typ+"/"+target.id, c.typ+".id")
-		}
-		created = prev == nil || prev.Deleted
-		body, err := s.resolveReferences(ctx, body, prev)
-		if err != nil {
-			return nil, err
-		}
-		wr, err := s.nextWrite(ctx, c.typ, target.id, prev, body, store.MethodUpdate)
-		return &wr, err
-	})
-	if err != nil {
-		return err
-	}
-	s.writeUpdated(w, r, target, v, created)
-	return nil
-}
-
-// applyToMatch finds, inside one transaction, the resource the request's
-// criteria match and applies next to it as mutate would (with the
-// request's If-Match / If-None-Match). With no match, ifNone names the
-// resource to create or fails; more than one match is a 412.
-func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func() (string, error),
+// applyToMatch finds, inside one transaction, the resource the criteria
+// (a query string) of a write to typ match and applies next to it as
+// mutate would (with the write's If-Match / If-None-Match). With no match,
+// ifNone names the resource to create or fails; more than one match is a
+// 412.
+func (s *Server) applyToMatch(ctx context.Context, typ, query string, pre preconditions, ifNone func() (string, error),
 	next func(target *call, prev *store.Version) (*store.Write, error)) (*call, *store.Version, error) {
-	pre, err := writePreconditions(r)
+	crit, err := s.criteria(ctx, typ, query, 2)
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx := r.Context()
-	crit, err := s.criteria(ctx, c.typ, r.URL.RawQuery, 2)
-	if err != nil {
-		return nil, nil, err
-	}
-	target := &call{format: c.format, typ: c.typ}
+	target := &call{typ: typ}
 	var v *store.Version
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
 		found, err := matchIn(ctx, tx, crit.q)
@@ -232,7 +144,7 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 		case 1:
 			target.id = found[0].ID
 		default:
-			return notSelective(c.typ, len(found))
+			return notSelective(typ, len(found))
 		}
 		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) { return next(target, prev) })
 		return err
@@ -241,63 +153,6 @@ func (s *Server) applyToMatch(r *http.Request, c *call, what string, ifNone func
 		return nil, nil, err
 	}
 	return target, v, nil
-}
-
-// conditionalDelete is DELETE [type]?criteria: every match is deleted when
-// there are at most Config.MaxConditionalDeletes of them (1 unless multiple
-// deletes are enabled); more → 412. No match is not an error: the
-// criteria's resources are gone either way, as with a plain delete.
-func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *call) error {
-	ctx := r.Context()
-	limit := max(s.cfg.MaxConditionalDeletes, 1)
-	crit, err := s.criteria(ctx, c.typ, r.URL.RawQuery, limit+1)
-	if err != nil {
-		return err
-	}
-	var last *store.Version
-	n := 0
-	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.q)
-		if err != nil {
-			return err
-		}
-		if len(found) > limit {
-			return notSelective(c.typ, len(found))
-		}
-		if len(found) > 1 && tx == store.Tx(s.store) {
-			// Without a transaction a failure midway would leave some
-			// matches deleted and others not.
-			return outcome.New(http.StatusNotImplemented, "not-supported",
-				"deleting several matches at once needs transactions, which this deployment's store does not offer")
-		}
-		for _, m := range found {
-			wr, err := s.nextWrite(ctx, m.Type, m.ID, m, nil, store.MethodDelete)
-			if err != nil {
-				return err
-			}
-			if err := tx.Put(ctx, wr); err != nil {
-				return err
-			}
-			last = stored(wr)
-		}
-		n = len(found)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if n != 1 {
-		last = nil // no single ETag to report
-	}
-	if preferReturn(r) == returnOutcome {
-		writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("deleted "+strconv.Itoa(n)+" "+c.typ+" resource(s)")))
-		return nil
-	}
-	if last != nil {
-		w.Header().Set("ETag", etag(last.Version))
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
 
 // resolveReferences replaces each conditional reference a write outside a

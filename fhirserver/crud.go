@@ -135,8 +135,7 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 	}
 	// Refuse a declared oversize body before reading any of it.
 	if r.ContentLength > limit {
-		return nil, fhirjson.Info{}, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-			"the request body of "+strconv.FormatInt(r.ContentLength, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+		return nil, fhirjson.Info{}, tooLargeBody(r.ContentLength, limit)
 	}
 	src, release, err := s.budget.body(r, limit)
 	if err != nil {
@@ -147,23 +146,45 @@ func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (f
 	if err != nil {
 		return nil, fhirjson.Info{}, err
 	}
-	var info fhirjson.Info
-	if known, ok := entryInfo(r.Context()); ok {
-		info = known // read before the transaction took the writer
-	} else if isValidated(r.Context()) {
-		// An entry of a Bundle that was validated as a whole.
-		info, err = resourceInfo(body)
-	} else {
-		info, err = check(body)
+	var known *fhirjson.Info
+	if k, ok := entryInfo(r.Context()); ok {
+		known = &k // read before the transaction took the writer
 	}
+	info, err := bodyInfo(body, typ, check, known, isValidated(r.Context()))
 	if err != nil {
 		return nil, info, err
 	}
+	return body, info, nil
+}
+
+// tooLargeBody refuses a body of n bytes over the limit.
+func tooLargeBody(n, limit int64) error {
+	return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+		"the request body of "+strconv.FormatInt(n, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
+}
+
+// bodyInfo checks a body read for the type in the URL. known is what was
+// read of it already (before a transaction took the writer), validated
+// that it passed structural validation with its Bundle.
+func bodyInfo(body []byte, typ string, check func([]byte) (fhirjson.Info, error), known *fhirjson.Info, validated bool) (fhirjson.Info, error) {
+	var info fhirjson.Info
+	var err error
+	switch {
+	case known != nil:
+		info = *known
+	case validated:
+		info, err = resourceInfo(body)
+	default:
+		info, err = check(body)
+	}
+	if err != nil {
+		return info, err
+	}
 	if info.ResourceType != typ {
-		return nil, info, outcome.New(http.StatusBadRequest, "invalid",
+		return info, outcome.New(http.StatusBadRequest, "invalid",
 			"the body is a "+info.ResourceType+" but the URL names "+typ, info.ResourceType+".resourceType")
 	}
-	return body, info, nil
+	return info, nil
 }
 
 func (s *Server) now() time.Time {
@@ -222,105 +243,6 @@ func stored(w store.Write) *store.Version {
 		Method: w.Method, Deleted: w.Deleted, Body: w.Body}
 }
 
-func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, _, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	ctx := r.Context()
-	// The spec says a server ignores any id in a create body; the new id is
-	// ours (or the one a transaction Bundle assigned to this entry).
-	id := assignedID(ctx)
-	if id == "" {
-		id = newID(s.cfg.Now())
-	}
-	if cond := r.Header.Get("If-None-Exist"); cond != "" {
-		return s.conditionalCreate(w, r, c, cond, id, body)
-	}
-	if body, err = s.resolveReferences(ctx, body, nil); err != nil {
-		return err
-	}
-	gen := s.registry.Generation()
-	wr, err := s.nextWrite(ctx, c.typ, id, nil, body, store.MethodCreate)
-	if err != nil {
-		return err
-	}
-	if tx, ok := txFrom(ctx); ok {
-		err = tx.Put(ctx, wr)
-	} else {
-		err = s.store.Put(ctx, wr)
-		if err == nil && gen != s.registry.Generation() {
-			err = s.reindexWritten(ctx, wr)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	s.writeResult(w, r, c, http.StatusCreated, stored(wr), "created "+c.typ+"/"+wr.ID)
-	return nil
-}
-
-func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, info, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	switch info.ID {
-	case "":
-		return outcome.New(http.StatusBadRequest, "required", "an update must carry the resource id in the body", c.typ+".id")
-	case c.id:
-	default:
-		return outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the URL's id "+quote(c.id), c.typ+".id")
-	}
-	pre, err := writePreconditions(r)
-	if err != nil {
-		return err
-	}
-	var created bool
-	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
-		created = prev == nil || prev.Deleted
-		body, err := s.resolveReferences(r.Context(), body, prev)
-		if err != nil {
-			return nil, err
-		}
-		wr, err := s.nextWrite(r.Context(), c.typ, c.id, prev, body, store.MethodUpdate)
-		return &wr, err
-	})
-	if err != nil {
-		return err
-	}
-	s.writeUpdated(w, r, c, v, created)
-	return nil
-}
-
-// writeUpdated answers an update: 200, or 201 when it created the resource
-// (no version before it, or a deleted one).
-func (s *Server) writeUpdated(w http.ResponseWriter, r *http.Request, c *call, v *store.Version, created bool) {
-	status, msg := http.StatusOK, "updated "+c.typ+"/"+c.id
-	if created {
-		status, msg = http.StatusCreated, "created "+c.typ+"/"+c.id
-	}
-	s.writeResult(w, r, c, status, v, msg)
-}
-
-func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
-	pre, err := writePreconditions(r)
-	if err != nil {
-		return err
-	}
-	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
-		if prev == nil || prev.Deleted {
-			return nil, nil // deleting what is not there is idempotent
-		}
-		wr, err := s.nextWrite(r.Context(), c.typ, c.id, prev, nil, store.MethodDelete)
-		return &wr, err
-	})
-	if err != nil {
-		return err
-	}
-	return s.deleted(w, r, c, v)
-}
-
 // mutate reads the current version of c's resource and writes the version
 // next builds from it, atomically, if the current version meets the
 // client's preconditions (412 otherwise). next returns nil to write nothing;
@@ -330,8 +252,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
 // writers queue instead of racing. Otherwise each attempt is a
 // compare-and-swap; a lost race is retried after a short random pause.
 // Inside a transaction Bundle the Bundle's transaction is used as is.
-func (s *Server) mutate(r *http.Request, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
-	ctx := r.Context()
+func (s *Server) mutate(ctx context.Context, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
 	if tx, ok := txFrom(ctx); ok {
 		return s.applyOne(ctx, tx, c, pre, next)
 	}
@@ -383,18 +304,4 @@ func (s *Server) applyOne(ctx context.Context, rw store.Tx, c *call, pre precond
 		return nil, err
 	}
 	return stored(*wr), nil
-}
-
-// deleted answers a delete: 204, or 200 with an OperationOutcome when the
-// client prefers one. tomb is the tombstone (nil when nothing ever existed).
-func (s *Server) deleted(w http.ResponseWriter, r *http.Request, c *call, tomb *store.Version) error {
-	if tomb != nil {
-		w.Header().Set("ETag", etag(tomb.Version))
-	}
-	if preferReturn(r) == returnOutcome {
-		writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("deleted "+c.typ+"/"+c.id)))
-		return nil
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }

@@ -25,22 +25,33 @@ type patchDoc struct {
 // readPatch reads and checks a PATCH body. A FHIRPath Patch is a resource
 // and passes the same structural validation as any other body.
 func (s *Server) readPatch(r *http.Request) (patchDoc, error) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return patchDocOf(r.Header.Get("Content-Type"), func() ([]byte, error) {
+		// Not sized by the declared length: nothing is reserved from the
+		// budget for it, so memory follows the bytes that arrive.
+		return fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, -1)
+	}, func() ([]byte, error) {
+		body, _, err := s.readBody(r, "Parameters")
+		return body, err
+	})
+}
+
+// patchDocOf reads a PATCH body of the media type contentType (a header's
+// value) with jsonPatch or fhirPatch.
+func patchDocOf(contentType string, jsonPatch, fhirPatch func() ([]byte, error)) (patchDoc, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
 		mt = ""
 	}
 	switch mt {
 	case mimeJSONPatch:
-		// Not sized by the declared length: nothing is reserved from the
-		// budget for it, so memory follows the bytes that arrive.
-		body, err := fhirjson.ReadBody(r.Body, s.cfg.Limits.MaxResourceBytes, -1)
+		body, err := jsonPatch()
 		return patchDoc{jsonPatch: true, body: body}, err
 	case mimeFHIRJSON, mimeJSON, "application/json+fhir":
-		body, _, err := s.readBody(r, "Parameters")
+		body, err := fhirPatch()
 		return patchDoc{body: body}, err
 	}
 	return patchDoc{}, outcome.New(http.StatusUnsupportedMediaType, "not-supported",
-		"PATCH takes a JSON Patch ("+mimeJSONPatch+") or a FHIRPath Patch Parameters resource ("+mimeFHIRJSON+"); got "+quote(r.Header.Get("Content-Type")))
+		"PATCH takes a JSON Patch ("+mimeJSONPatch+") or a FHIRPath Patch Parameters resource ("+mimeFHIRJSON+"); got "+quote(contentType))
 }
 
 // patched applies doc to the current version and validates the result like
@@ -107,6 +118,32 @@ func sameJSON(a, b []byte) (bool, error) {
 	return reflect.DeepEqual(x, y), nil
 }
 
+// patchResource is the patch of typ/id by doc.
+func (s *Server) patchResource(ctx context.Context, typ, id string, pre preconditions, doc patchDoc) (written, error) {
+	c := &call{typ: typ, id: id}
+	v, err := s.mutate(ctx, c, pre, func(prev *store.Version) (*store.Write, error) {
+		return s.patched(ctx, c, prev, doc)
+	})
+	if err != nil {
+		return written{}, err
+	}
+	return written{status: http.StatusOK, v: v, msg: "patched " + typ + "/" + id}, nil
+}
+
+// conditionalPatchResource is PATCH [type]?criteria: exactly one match is
+// patched.
+func (s *Server) conditionalPatchResource(ctx context.Context, typ, criteria string, pre preconditions, doc patchDoc) (written, error) {
+	target, v, err := s.applyToMatch(ctx, typ, criteria, pre, func() (string, error) {
+		return "", outcome.New(http.StatusNotFound, "not-found", "no "+typ+" matches the criteria")
+	}, func(target *call, prev *store.Version) (*store.Write, error) {
+		return s.patched(ctx, target, prev, doc)
+	})
+	if err != nil {
+		return written{}, err
+	}
+	return written{status: http.StatusOK, v: v, msg: "patched " + typ + "/" + target.id}, nil
+}
+
 // patch is PATCH [type]/[id].
 func (s *Server) patch(w http.ResponseWriter, r *http.Request, c *call) error {
 	doc, err := s.readPatch(r)
@@ -117,30 +154,18 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	v, err := s.mutate(r, c, pre, func(prev *store.Version) (*store.Write, error) {
-		return s.patched(r.Context(), c, prev, doc)
-	})
-	if err != nil {
-		return err
-	}
-	s.writeResult(w, r, c, http.StatusOK, v, "patched "+c.typ+"/"+c.id)
-	return nil
+	return s.answer(w, r, c)(s.patchResource(r.Context(), c.typ, c.id, pre, doc))
 }
 
-// conditionalPatch is PATCH [type]?criteria: exactly one match is patched.
+// conditionalPatch is PATCH [type]?criteria.
 func (s *Server) conditionalPatch(w http.ResponseWriter, r *http.Request, c *call) error {
 	doc, err := s.readPatch(r)
 	if err != nil {
 		return err
 	}
-	target, v, err := s.applyToMatch(r, c, "conditional patch", func() (string, error) {
-		return "", outcome.New(http.StatusNotFound, "not-found", "no "+c.typ+" matches the criteria")
-	}, func(target *call, prev *store.Version) (*store.Write, error) {
-		return s.patched(r.Context(), target, prev, doc)
-	})
+	pre, err := writePreconditions(r)
 	if err != nil {
 		return err
 	}
-	s.writeResult(w, r, target, http.StatusOK, v, "patched "+c.typ+"/"+target.id)
-	return nil
+	return s.answer(w, r, c)(s.conditionalPatchResource(r.Context(), c.typ, r.URL.RawQuery, pre, doc))
 }

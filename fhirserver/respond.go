@@ -13,18 +13,24 @@ import (
 // writeBody sends JSON bytes as they are (stored resources are already
 // compact), indenting only when the client asked for _pretty=true.
 func writeBody(w http.ResponseWriter, f format, status int, body []byte) {
-	if f.pretty {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, body, "", "  "); err == nil {
-			body = buf.Bytes()
-		}
-	}
+	body = formatted(f, body)
 	h := w.Header()
 	h.Set("Content-Type", f.contentType+"; charset=utf-8")
 	h.Add("Vary", "Accept")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// formatted is body as the client asked for it: indented for _pretty=true.
+func formatted(f format, body []byte) []byte {
+	if f.pretty {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, body, "", "  "); err == nil {
+			return buf.Bytes()
+		}
+	}
+	return body
 }
 
 // versionHeaders sets ETag and Last-Modified of a stored version. A Bundle

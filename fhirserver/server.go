@@ -355,6 +355,13 @@ func (s *Server) authorize(ctx context.Context, a Access) error {
 // fail writes err as an OperationOutcome. It is the one place where errors
 // become HTTP statuses for the FHIR API.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, f, body := s.failure(r, err)
+	writeBody(w, f, status, body)
+}
+
+// failure is the status, format and OperationOutcome of the answer to r
+// that failed with err.
+func (s *Server) failure(r *http.Request, err error) (int, format, []byte) {
 	oe, expected := outcome.As(err)
 	if !expected {
 		oe = toOutcome(err)
@@ -374,7 +381,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.ContentLength > 0 {
 		limit = min(limit, max(int(r.ContentLength), minOutcomeBytes))
 	}
-	writeBody(w, f, oe.Status, oe.ResourceWithin(limit))
+	return oe.Status, f, oe.ResourceWithin(limit)
 }
 
 // minOutcomeBytes is what an OperationOutcome may list however small the

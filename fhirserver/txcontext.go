@@ -43,17 +43,3 @@ func (s *Server) transact(ctx context.Context, fn func(tx store.Tx) error) error
 	}
 	return s.store.Transact(ctx, fn)
 }
-
-// assignedKey carries the id a transaction Bundle assigned to a create
-// entry before processing, so references to its urn:uuid fullUrl could be
-// rewritten to it.
-type assignedKey struct{}
-
-func withAssignedID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, assignedKey{}, id)
-}
-
-func assignedID(ctx context.Context) string {
-	id, _ := ctx.Value(assignedKey{}).(string)
-	return id
-}
