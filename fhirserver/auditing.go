@@ -39,7 +39,7 @@ type event struct {
 	// the recorder keeps only their names and keyed tags of the values.
 	query string
 	// ref is the resource the answer was about ("Type/id", from
-	// versionHeaders): the resource a create or conditional write made.
+	// call.named): the resource a create or conditional write made.
 	ref string
 }
 
@@ -162,12 +162,11 @@ func (s *Server) Audited(ctx context.Context, a Access, fn func(context.Context)
 	return fn(ctx)
 }
 
-// auditWriter keeps the status of a REST interaction's answer and the
-// resource it named, for its AuditEvent.
+// auditWriter keeps the status of a REST interaction's answer, for its
+// AuditEvent.
 type auditWriter struct {
 	http.ResponseWriter
 	status int
-	ev     *event
 }
 
 func (w *auditWriter) WriteHeader(code int) {

@@ -18,10 +18,10 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// A batch or transaction Bundle is processed by dispatching each entry as a
-// request through the same router and handlers as a plain HTTP request, so
-// every entry gets exactly the semantics (and the authorization check) of
-// the interaction it names. A transaction runs every entry inside one store
+// A batch or transaction Bundle is processed by running each entry as the
+// interaction it names, with the checks, authorization and AuditEvent of
+// the REST request it would be (entries.go), so every entry gets exactly
+// the semantics of that interaction. A transaction runs every entry inside one store
 // transaction carried in the request context (txcontext.go).
 
 // entryIn is what the server reads of one entry (fhirjson.BundleEntries).
@@ -127,8 +127,8 @@ func (s *Server) entryURL(e *entryIn) string {
 	return path
 }
 
-// dispatch runs one entry: a write calls its interaction (runWrite),
-// anything else goes through the router, into a recorder.
+// dispatch runs one entry: a write or read calls its interaction
+// (runEntry), anything else goes through the router, into a recorder.
 func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string, x entryExec) entryResult {
 	target := s.prefix + "/" + rel
 	if strings.HasPrefix(rel, "?") { // a system search: [base]?_type=…
@@ -159,8 +159,8 @@ func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel 
 		set("If-Match", rq.IfMatch)
 		set("If-None-Exist", rq.IfNoneExist)
 	}
-	if ew, ok := s.writeEntry(method, req.URL.Path); ok {
-		return s.runWrite(ctx, req, ew, body, x)
+	if ew, ok := s.entryRouteOf(method, req.URL.Path); ok {
+		return s.runEntry(ctx, req, ew, body, x)
 	}
 	if x.info != nil {
 		req = req.WithContext(withEntryInfo(req.Context(), *x.info))

@@ -33,31 +33,17 @@ func formatted(f format, body []byte) []byte {
 	return body
 }
 
-// versionHeaders sets ETag and Last-Modified of a stored version. A Bundle
-// entry's recorder also keeps which resource it is and the exact time.
+// versionHeaders sets ETag and Last-Modified of a stored version.
 func versionHeaders(w http.ResponseWriter, v *store.Version) {
 	h := w.Header()
 	h.Set("ETag", etag(v.Version))
 	h.Set("Last-Modified", v.LastUpdated.UTC().Format(http.TimeFormat))
-	for {
-		switch u := w.(type) {
-		case *recorder:
-			u.res.ref, u.res.lastUpdated = v.Type+"/"+v.ID, v.LastUpdated
-			return
-		case *auditWriter: // the interaction's AuditEvent names it too
-			u.ev.ref = v.Type + "/" + v.ID
-			w = u.ResponseWriter
-		case interface{ Unwrap() http.ResponseWriter }: // middleware
-			w = u.Unwrap()
-		default:
-			return
-		}
-	}
 }
 
 // writeResult answers a write (create or update) as the client's Prefer
 // header asks: the resource, nothing, or an OperationOutcome.
 func (s *Server) writeResult(w http.ResponseWriter, r *http.Request, c *call, status int, v *store.Version, msg string) {
+	c.named(v)
 	versionHeaders(w, v)
 	h := w.Header()
 	if status == http.StatusCreated {

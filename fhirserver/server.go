@@ -170,6 +170,14 @@ func (c *call) audit(edit func(*event)) {
 	}
 }
 
+// named records the resource the answer is about in the interaction's
+// AuditEvent: the resource a create or conditional write made.
+func (c *call) named(v *store.Version) {
+	if c.event != nil {
+		c.event.ref = v.Type + "/" + v.ID
+	}
+}
+
 type handlerFunc func(w http.ResponseWriter, r *http.Request, c *call) error
 
 // route is one implemented interaction at one path and method. Routes
@@ -288,7 +296,6 @@ func (s *Server) handle(rt route) http.Handler {
 				c.event.compartment = c.typ + "/" + c.id
 				c.event.access.Type, c.event.access.ID = c.ctype, ""
 			}
-			aw.ev = c.event
 			answered := false
 			defer func() {
 				status := aw.status
