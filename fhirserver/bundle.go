@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -186,7 +187,7 @@ func failed(err error) entryResult {
 // Parameters resource is a FHIRPath Patch as it is).
 func entryBody(method string, res []byte) ([]byte, string, error) {
 	if method != http.MethodPatch {
-		return res, mimeFHIRJSON, nil
+		return res, negotiate.FHIRJSON, nil
 	}
 	var b struct {
 		ResourceType string `json:"resourceType"`
@@ -194,12 +195,12 @@ func entryBody(method string, res []byte) ([]byte, string, error) {
 		Data         []byte `json:"data"`
 	}
 	if err := json.Unmarshal(res, &b); err != nil || b.ResourceType != "Binary" {
-		return res, mimeFHIRJSON, nil
+		return res, negotiate.FHIRJSON, nil
 	}
-	if b.ContentType != mimeJSONPatch {
-		return nil, "", outcome.New(http.StatusBadRequest, "invalid", "a Binary patch must have contentType "+mimeJSONPatch+"; got "+quote(b.ContentType))
+	if b.ContentType != negotiate.JSONPatch {
+		return nil, "", outcome.New(http.StatusBadRequest, "invalid", "a Binary patch must have contentType "+negotiate.JSONPatch+"; got "+quote(b.ContentType))
 	}
-	return b.Data, mimeJSONPatch, nil
+	return b.Data, negotiate.JSONPatch, nil
 }
 
 // batch processes the entries independently, in order; each gets its own
@@ -223,7 +224,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 		}
 		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct, entryExec{})
 	}
-	writeBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
 	return nil
 }
 
@@ -362,7 +363,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		}
 		return refuseWithoutTx(err, "a transaction Bundle")
 	}
-	writeBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
 	return nil
 }
 

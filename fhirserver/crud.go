@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -116,13 +118,13 @@ func (s *Server) shaping(q url.Values, typ string) (func(typ string, body []byte
 	if p.Query.Summary == search.SummaryCount {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read or history")
 	}
-	return func(typ string, b []byte) []byte { return shape(typ, b, p.Query.Summary, p.Query.Elements) }, nil
+	return func(typ string, b []byte) []byte { return shape.Apply(typ, b, p.Query.Summary, p.Query.Elements) }, nil
 }
 
 // readConditions are a conditional read's If-None-Match and
 // If-Modified-Since.
 type readConditions struct {
-	ifNoneMatch etagSet
+	ifNoneMatch negotiate.ETagSet
 	// inmMalformed: If-None-Match is malformed, and ignored (and
 	// If-Modified-Since with it).
 	inmMalformed    bool
@@ -130,15 +132,15 @@ type readConditions struct {
 }
 
 func readConditionsOf(h http.Header) readConditions {
-	inm, ok := parseETagSet(h, "If-None-Match")
+	inm, ok := negotiate.ParseETagSet(h, "If-None-Match")
 	return readConditions{ifNoneMatch: inm, inmMalformed: !ok, ifModifiedSince: h.Get("If-Modified-Since")}
 }
 
 // notModified implements conditional read: If-None-Match wins over
 // If-Modified-Since, as in RFC 9110. A malformed If-None-Match is ignored.
 func (rc readConditions) notModified(v *store.Version) bool {
-	if rc.ifNoneMatch.present {
-		return !rc.inmMalformed && rc.ifNoneMatch.matches(v)
+	if rc.ifNoneMatch.Present {
+		return !rc.inmMalformed && rc.ifNoneMatch.Matches(v)
 	}
 	if ims := rc.ifModifiedSince; ims != "" {
 		t, err := http.ParseTime(ims)
@@ -175,7 +177,7 @@ func (s *Server) answerRead(w http.ResponseWriter, c *call, g got) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	writeBody(w, c.format, http.StatusOK, g.body)
+	negotiate.WriteBody(w, c.format, http.StatusOK, g.body)
 }
 
 func (s *Server) notFound(err error, c *call) error {
@@ -198,7 +200,7 @@ func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, e
 
 // readBodyWith is readBody with another structural check.
 func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (fhirjson.Info, error)) ([]byte, fhirjson.Info, error) {
-	if err := checkContentType(r); err != nil {
+	if err := negotiate.CheckContentType(r); err != nil {
 		return nil, fhirjson.Info{}, err
 	}
 	limit := s.cfg.Limits.MaxResourceBytes

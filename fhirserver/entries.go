@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
@@ -131,12 +132,12 @@ func runVRead(s *Server, ctx context.Context, req *http.Request, c *call, _ []by
 func entryRead(c *call, g got) entryResult {
 	c.named(g.v)
 	res := entryResult{status: http.StatusOK, header: http.Header{}, ref: g.v.Type + "/" + g.v.ID, lastUpdated: g.v.LastUpdated}
-	res.header.Set("ETag", etag(g.v.Version))
+	res.header.Set("ETag", negotiate.ETag(g.v.Version))
 	if g.notModified {
 		res.status = http.StatusNotModified
 		return res
 	}
-	res.body = formatted(c.format, g.body)
+	res.body = negotiate.Formatted(c.format, g.body)
 	return res
 }
 
@@ -150,11 +151,11 @@ func runSearchSystem(s *Server, ctx context.Context, req *http.Request, c *call,
 
 // entrySearch runs a search entry as runSearch answers one.
 func (s *Server) entrySearch(ctx context.Context, req *http.Request, c *call, sr searchRequest) (entryResult, error) {
-	res, err := s.searchResources(ctx, sr, preferStrict(req))
+	res, err := s.searchResources(ctx, sr, negotiate.PreferStrict(req))
 	if err != nil {
 		return entryResult{}, err
 	}
-	return entryResult{status: http.StatusOK, header: http.Header{}, body: formatted(c.format, s.searchBundle(res))}, nil
+	return entryResult{status: http.StatusOK, header: http.Header{}, body: negotiate.Formatted(c.format, s.searchBundle(res))}, nil
 }
 
 func runHistory(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
@@ -162,7 +163,7 @@ func runHistory(s *Server, ctx context.Context, req *http.Request, c *call, _ []
 	if err != nil {
 		return entryResult{}, err
 	}
-	return entryResult{status: http.StatusOK, header: http.Header{}, body: formatted(c.format, s.historyBundle(h))}, nil
+	return entryResult{status: http.StatusOK, header: http.Header{}, body: negotiate.Formatted(c.format, s.historyBundle(h))}, nil
 }
 
 // write runs a write interaction as an entry: its written becomes the
@@ -316,20 +317,20 @@ func (s *Server) runEntry(ctx context.Context, req *http.Request, ew entryRoute,
 // entryFailure is the answer fail writes for err, as an entry's.
 func (s *Server) entryFailure(req *http.Request, err error) entryResult {
 	status, f, body := s.failure(req, err)
-	return entryResult{status: status, header: http.Header{}, body: formatted(f, body)}
+	return entryResult{status: status, header: http.Header{}, body: negotiate.Formatted(f, body)}
 }
 
 // entryAnswer is the answer the REST handler (answer, writeResult) sends
 // for a write's outcome, as an entry's.
 func (s *Server) entryAnswer(req *http.Request, c *call, w written) entryResult {
 	res := entryResult{header: http.Header{}}
-	pref := preferReturn(req)
-	body := func(b []byte) []byte { return formatted(c.format, b) }
+	pref := negotiate.PreferReturn(req)
+	body := func(b []byte) []byte { return negotiate.Formatted(c.format, b) }
 	if w.deleted {
-		if w.tomb != nil && (w.etagWithOutcome || pref != returnOutcome) {
-			res.header.Set("ETag", etag(w.tomb.Version))
+		if w.tomb != nil && (w.etagWithOutcome || pref != negotiate.ReturnOutcome) {
+			res.header.Set("ETag", negotiate.ETag(w.tomb.Version))
 		}
-		if pref == returnOutcome {
+		if pref == negotiate.ReturnOutcome {
 			res.status, res.body = http.StatusOK, body(outcome.Render(outcome.Information(w.msg)))
 		} else {
 			res.status = http.StatusNoContent
@@ -338,7 +339,7 @@ func (s *Server) entryAnswer(req *http.Request, c *call, w written) entryResult 
 	}
 	v := w.v
 	res.status = w.status
-	res.header.Set("ETag", etag(v.Version))
+	res.header.Set("ETag", negotiate.ETag(v.Version))
 	res.ref, res.lastUpdated = v.Type+"/"+v.ID, v.LastUpdated
 	if c.event != nil {
 		c.event.ref = res.ref
@@ -350,8 +351,8 @@ func (s *Server) entryAnswer(req *http.Request, c *call, w written) entryResult 
 		res.header.Set("Location", s.versionURL(v))
 	}
 	switch pref {
-	case returnMinimal:
-	case returnOutcome:
+	case negotiate.ReturnMinimal:
+	case negotiate.ReturnOutcome:
 		res.body = body(outcome.Render(outcome.Information(w.msg)))
 	default:
 		res.body = body(v.Body)

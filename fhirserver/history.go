@@ -11,6 +11,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -66,7 +67,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error 
 	if err != nil {
 		return err
 	}
-	writeBody(w, c.format, http.StatusOK, s.historyBundle(h))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.historyBundle(h))
 	return nil
 }
 
@@ -149,7 +150,7 @@ func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version, shaped func(str
 	b.WriteString(`},"response":{"status":"`)
 	b.WriteString(status)
 	b.WriteString(`","etag":`)
-	writeJSONString(b, etag(v.Version))
+	writeJSONString(b, negotiate.ETag(v.Version))
 	b.WriteString(`,"lastModified":"`)
 	b.WriteString(fhirjson.FormatInstant(v.LastUpdated))
 	b.WriteString(`"}}`)

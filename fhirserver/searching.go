@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -188,11 +190,11 @@ func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search
 
 // runSearch parses, runs and answers one search.
 func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
-	res, err := s.searchResources(r.Context(), sr, preferStrict(r))
+	res, err := s.searchResources(r.Context(), sr, negotiate.PreferStrict(r))
 	if err != nil {
 		return err
 	}
-	writeBody(w, c.format, http.StatusOK, s.searchBundle(res))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
 	return nil
 }
 
@@ -202,7 +204,7 @@ func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, s
 	if err != nil {
 		return err
 	}
-	writeBody(w, c.format, http.StatusOK, s.searchBundle(res))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
 	return nil
 }
 
@@ -315,7 +317,7 @@ func (s *Server) searchBundle(res *searched) []byte {
 		b.WriteString(`{"fullUrl":`)
 		writeJSONString(&b, s.resourceURL(v.Type, v.ID))
 		b.WriteString(`,"resource":`)
-		b.Write(shape(v.Type, v.Body, q.Summary, q.Elements))
+		b.Write(shape.Apply(v.Type, v.Body, q.Summary, q.Elements))
 		b.WriteString(`,"search":{"mode":"` + mode + `"}}`)
 	}
 	for _, v := range page.Matches {
