@@ -37,8 +37,8 @@ type readIn struct {
 }
 
 // readInOf reads a read's or vread's request.
-func readInOf(r *http.Request, c *call) *readIn {
-	return &readIn{typ: c.typ, id: c.id, vid: c.vid, shape: r.URL.Query(), cond: readConditionsOf(r.Header)}
+func readInOf(r *http.Request, c *call) readIn {
+	return readIn{typ: c.typ, id: c.id, vid: c.vid, shape: r.URL.Query(), cond: readConditionsOf(r.Header)}
 }
 
 // got is a read's answer, before it is sent anywhere.
@@ -52,7 +52,7 @@ type got struct {
 
 // readResource is read: the current version of in.typ/in.id, or
 // notModified when the client's conditions say its copy is current.
-func (s *Server) readResource(ctx context.Context, in *readIn) (got, error) {
+func (s *Server) readResource(ctx context.Context, in readIn) (got, error) {
 	shaped, err := s.shaping(in.shape, in.typ)
 	if err != nil {
 		return got{}, err
@@ -71,7 +71,7 @@ func (s *Server) readResource(ctx context.Context, in *readIn) (got, error) {
 }
 
 // vreadResource is vread: version in.vid of in.typ/in.id.
-func (s *Server) vreadResource(ctx context.Context, in *readIn) (got, error) {
+func (s *Server) vreadResource(ctx context.Context, in readIn) (got, error) {
 	n, err := strconv.ParseInt(in.vid, 10, 64)
 	if err != nil || n <= 0 {
 		return got{}, outcome.New(http.StatusNotFound, "not-found", in.typ+"/"+in.id+" has no version "+quote(in.vid))

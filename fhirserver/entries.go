@@ -159,7 +159,7 @@ func (s *Server) entrySearch(ctx context.Context, req *http.Request, c *call, sr
 }
 
 func runHistory(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
-	h, err := s.historyResources(ctx, &historyIn{typ: c.typ, id: c.id, params: req.URL.Query()})
+	h, err := s.historyResources(ctx, historyIn{typ: c.typ, id: c.id, params: req.URL.Query()})
 	if err != nil {
 		return entryResult{}, err
 	}

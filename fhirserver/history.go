@@ -31,39 +31,39 @@ type historyIn struct {
 
 // historied is a history's page, before it is rendered as a Bundle.
 type historied struct {
-	in     *historyIn
+	in     historyIn
 	page   *store.HistoryPage
 	shaped func(string, []byte) []byte
 }
 
 // historyResources serves the instance, type and system history
 // interactions: newest version first, paged by keyset cursors.
-func (s *Server) historyResources(ctx context.Context, in *historyIn) (*historied, error) {
+func (s *Server) historyResources(ctx context.Context, in historyIn) (historied, error) {
 	q, err := s.historyQuery(in.params, in.typ, in.id)
 	if err != nil {
-		return nil, err
+		return historied{}, err
 	}
 	shaped, err := s.shaping(in.params, in.typ)
 	if err != nil {
-		return nil, err
+		return historied{}, err
 	}
 	page, err := s.db(ctx).History(ctx, q)
 	if err != nil {
-		return nil, err
+		return historied{}, err
 	}
 	if in.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
 		if _, err := s.db(ctx).Read(ctx, in.typ, in.id); err != nil {
-			return nil, s.notFound(err, &call{typ: in.typ, id: in.id})
+			return historied{}, s.notFound(err, &call{typ: in.typ, id: in.id})
 		}
 	}
-	return &historied{in: in, page: page, shaped: shaped}, nil
+	return historied{in: in, page: page, shaped: shaped}, nil
 }
 
 // history is the REST handler of the history interactions: a Bundle of
 // type history.
 func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
-	h, err := s.historyResources(r.Context(), &historyIn{typ: c.typ, id: c.id, params: r.URL.Query()})
+	h, err := s.historyResources(r.Context(), historyIn{typ: c.typ, id: c.id, params: r.URL.Query()})
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQ
 
 // historyBundle assembles the Bundle around the stored bytes of each version,
 // which are copied in as they are.
-func (s *Server) historyBundle(h *historied) []byte {
+func (s *Server) historyBundle(h historied) []byte {
 	page, shaped := h.page, h.shaped
 	var b bytes.Buffer
 	b.WriteString(`{"resourceType":"Bundle","id":`)
@@ -104,11 +104,11 @@ func (s *Server) historyBundle(h *historied) []byte {
 	b.WriteString(`,"meta":{"lastUpdated":"`)
 	b.WriteString(fhirjson.FormatInstant(s.now()))
 	b.WriteString(`"},"type":"history","link":[{"relation":"self","url":`)
-	writeJSONString(&b, s.pageURL(h.in, h.in.params.Get(cursorParam)))
+	writeJSONString(&b, s.pageURL(&h.in, h.in.params.Get(cursorParam)))
 	b.WriteString(`}`)
 	if page.Next != "" {
 		b.WriteString(`,{"relation":"next","url":`)
-		writeJSONString(&b, s.pageURL(h.in, page.Next))
+		writeJSONString(&b, s.pageURL(&h.in, page.Next))
 		b.WriteString(`}`)
 	}
 	b.WriteString(`]`)

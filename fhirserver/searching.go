@@ -157,35 +157,35 @@ type searched struct {
 
 // searchResources parses and runs one search (strict: an unknown
 // parameter is an error, not ignored).
-func (s *Server) searchResources(ctx context.Context, sr searchRequest, strict bool) (*searched, error) {
+func (s *Server) searchResources(ctx context.Context, sr searchRequest, strict bool) (searched, error) {
 	parsed, err := s.parseSearch(ctx, sr.types, sr.params, strict)
 	if err != nil {
-		return nil, err
+		return searched{}, err
 	}
 	return s.runParsed(ctx, sr, parsed)
 }
 
 // runParsed runs a parsed search, continuing the page its sealed cursor
 // names.
-func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search.Parsed) (*searched, error) {
+func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search.Parsed) (searched, error) {
 	q := parsed.Query
 	q.Where = append(q.Where, sr.extra...)
 	scope := sr.path + "?" + parsed.Applied.Encode()
 	var err error
 	if sealed := sr.params.Get(cursorParam); sealed != "" {
 		if q.Cursor, err = s.openCursor(scope, sealed); err != nil {
-			return nil, err
+			return searched{}, err
 		}
 	}
 	page, err := s.db(ctx).Search(ctx, q)
 	if err != nil {
-		return nil, err
+		return searched{}, err
 	}
 	page.Included = s.readable(ctx, page.Included)
 	if sr.keep != nil {
 		page.Included = slices.DeleteFunc(page.Included, func(v *store.Version) bool { return !sr.keep(v) })
 	}
-	return &searched{sr: sr, parsed: parsed, page: page, scope: scope}, nil
+	return searched{sr: sr, parsed: parsed, page: page, scope: scope}, nil
 }
 
 // runSearch parses, runs and answers one search.
@@ -265,7 +265,7 @@ func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
 
 // searchBundle assembles the searchset around the stored bytes of each
 // match, shaped by _summary and _elements when asked.
-func (s *Server) searchBundle(res *searched) []byte {
+func (s *Server) searchBundle(res searched) []byte {
 	sr, parsed, page, scope := res.sr, res.parsed, res.page, res.scope
 	q := parsed.Query
 	var b bytes.Buffer
