@@ -43,8 +43,23 @@ type entryExec struct {
 type entryRoute struct {
 	in           Interaction
 	typ, id, vid string
-	run          func(s *Server, ctx context.Context, req *http.Request, c *call, body []byte, x entryExec) (entryResult, error)
+	run          entryRun
 }
+
+// entryRun runs an entry's interaction; c is passed by value so that the
+// call of every entry is not moved to the heap.
+type entryRun func(s *Server, ctx context.Context, req *http.Request, c call, body []byte, x entryExec) (entryResult, error)
+
+// The write interactions as entries, wrapped once.
+var (
+	entryCreate            = write(runCreate)
+	entryConditionalUpdate = write(runConditionalUpdate)
+	entryUpdate            = write(runUpdate)
+	entryConditionalDelete = write(runConditionalDelete)
+	entryDelete            = write(runDelete)
+	entryConditionalPatch  = write(runConditionalPatch)
+	entryPatch             = write(runPatch)
+)
 
 // typeSegment is typePath's pattern: what the router takes for a type.
 var typeSegment = regexp.MustCompile(`^[A-Z][A-Za-z]*$`)
@@ -72,19 +87,19 @@ func (s *Server) entryRouteOf(method, path string) (entryRoute, bool) {
 	}
 	switch {
 	case method == http.MethodPost && !hasID:
-		return entryRoute{in: Create, typ: typ, run: write(runCreate)}, true
+		return entryRoute{in: Create, typ: typ, run: entryCreate}, true
 	case method == http.MethodPut && !hasID:
-		return entryRoute{in: Update, typ: typ, run: write(runConditionalUpdate)}, true
+		return entryRoute{in: Update, typ: typ, run: entryConditionalUpdate}, true
 	case method == http.MethodPut:
-		return entryRoute{in: Update, typ: typ, id: id, run: write(runUpdate)}, true
+		return entryRoute{in: Update, typ: typ, id: id, run: entryUpdate}, true
 	case method == http.MethodDelete && !hasID:
-		return entryRoute{in: Delete, typ: typ, run: write(runConditionalDelete)}, true
+		return entryRoute{in: Delete, typ: typ, run: entryConditionalDelete}, true
 	case method == http.MethodDelete:
-		return entryRoute{in: Delete, typ: typ, id: id, run: write(runDelete)}, true
+		return entryRoute{in: Delete, typ: typ, id: id, run: entryDelete}, true
 	case method == http.MethodPatch && !hasID:
-		return entryRoute{in: Patch, typ: typ, run: write(runConditionalPatch)}, true
+		return entryRoute{in: Patch, typ: typ, run: entryConditionalPatch}, true
 	case method == http.MethodPatch:
-		return entryRoute{in: Patch, typ: typ, id: id, run: write(runPatch)}, true
+		return entryRoute{in: Patch, typ: typ, id: id, run: entryPatch}, true
 	}
 	return entryRoute{}, false
 }
@@ -111,20 +126,20 @@ func getRoute(seg []string) (entryRoute, bool) {
 	return entryRoute{}, false
 }
 
-func runRead(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
-	g, err := s.readResource(ctx, readInOf(req, c))
+func runRead(s *Server, ctx context.Context, req *http.Request, c call, _ []byte, _ entryExec) (entryResult, error) {
+	g, err := s.readResource(ctx, readInOf(req, &c))
 	if err != nil {
 		return entryResult{}, err
 	}
-	return entryRead(c, g), nil
+	return entryRead(&c, g), nil
 }
 
-func runVRead(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
-	g, err := s.vreadResource(ctx, readInOf(req, c))
+func runVRead(s *Server, ctx context.Context, req *http.Request, c call, _ []byte, _ entryExec) (entryResult, error) {
+	g, err := s.vreadResource(ctx, readInOf(req, &c))
 	if err != nil {
 		return entryResult{}, err
 	}
-	return entryRead(c, g), nil
+	return entryRead(&c, g), nil
 }
 
 // entryRead is the answer answerRead sends for a read's result, as an
@@ -141,12 +156,12 @@ func entryRead(c *call, g got) entryResult {
 	return res
 }
 
-func runSearchType(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
-	return s.entrySearch(ctx, req, c, searchRequest{types: []string{c.typ}, params: req.URL.Query(), path: "/" + c.typ})
+func runSearchType(s *Server, ctx context.Context, req *http.Request, c call, _ []byte, _ entryExec) (entryResult, error) {
+	return s.entrySearch(ctx, req, &c, searchRequest{types: []string{c.typ}, params: req.URL.Query(), path: "/" + c.typ})
 }
 
-func runSearchSystem(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
-	return s.entrySearch(ctx, req, c, searchRequest{params: req.URL.Query(), path: ""})
+func runSearchSystem(s *Server, ctx context.Context, req *http.Request, c call, _ []byte, _ entryExec) (entryResult, error) {
+	return s.entrySearch(ctx, req, &c, searchRequest{params: req.URL.Query(), path: ""})
 }
 
 // entrySearch runs a search entry as runSearch answers one.
@@ -158,7 +173,7 @@ func (s *Server) entrySearch(ctx context.Context, req *http.Request, c *call, sr
 	return entryResult{status: http.StatusOK, header: http.Header{}, body: negotiate.Formatted(c.format, s.searchBundle(res))}, nil
 }
 
-func runHistory(s *Server, ctx context.Context, req *http.Request, c *call, _ []byte, _ entryExec) (entryResult, error) {
+func runHistory(s *Server, ctx context.Context, req *http.Request, c call, _ []byte, _ entryExec) (entryResult, error) {
 	h, err := s.historyResources(ctx, historyIn{typ: c.typ, id: c.id, params: req.URL.Query()})
 	if err != nil {
 		return entryResult{}, err
@@ -168,13 +183,13 @@ func runHistory(s *Server, ctx context.Context, req *http.Request, c *call, _ []
 
 // write runs a write interaction as an entry: its written becomes the
 // entry's answer (entryAnswer).
-func write(run func(s *Server, ctx context.Context, req *http.Request, typ, id string, body []byte, x entryExec) (written, error)) func(*Server, context.Context, *http.Request, *call, []byte, entryExec) (entryResult, error) {
-	return func(s *Server, ctx context.Context, req *http.Request, c *call, body []byte, x entryExec) (entryResult, error) {
+func write(run func(s *Server, ctx context.Context, req *http.Request, typ, id string, body []byte, x entryExec) (written, error)) entryRun {
+	return func(s *Server, ctx context.Context, req *http.Request, c call, body []byte, x entryExec) (entryResult, error) {
 		w, err := run(s, ctx, req, c.typ, c.id, body, x)
 		if err != nil {
 			return entryResult{}, err
 		}
-		return s.entryAnswer(req, c, w), nil
+		return s.entryAnswer(req, &c, w), nil
 	}
 }
 
@@ -305,7 +320,7 @@ func (s *Server) runEntry(ctx context.Context, req *http.Request, ew entryRoute,
 	}()
 	if err := s.prepare(req, ew.in, c); err != nil {
 		res = s.entryFailure(req, err)
-	} else if r, err := ew.run(s, ctx, req, c, body, x); err != nil {
+	} else if r, err := ew.run(s, ctx, req, *c, body, x); err != nil {
 		res = s.entryFailure(req, err)
 	} else {
 		res = r
