@@ -4,9 +4,10 @@ package fhirserver
 // outcome is known: the policy decides inside the interaction, so the
 // record names what was decided and what followed (allowed and done,
 // refused with 403, not found, invalid …), whoever called — a REST request,
-// a Bundle entry (each dispatched as its own request), or an in-process
+// a Bundle entry (each run as the request it names), or an in-process
 // call of the platform endpoints (service.go). The entry points are
-// handle (REST and Bundle entries) and the exported in-process methods;
+// handle (REST requests, and Bundle entries that go through the router),
+// runEntry (the other Bundle entries) and the exported in-process methods;
 // nothing below them records, so an interaction's reads of the store, the
 // searches behind a conditional write and the types a search's chains
 // reach add no records of their own.
@@ -39,7 +40,7 @@ type event struct {
 	// the recorder keeps only their names and keyed tags of the values.
 	query string
 	// ref is the resource the answer was about ("Type/id", from
-	// versionHeaders): the resource a create or conditional write made.
+	// call.named): the resource a create or conditional write made.
 	ref string
 }
 
@@ -162,12 +163,11 @@ func (s *Server) Audited(ctx context.Context, a Access, fn func(context.Context)
 	return fn(ctx)
 }
 
-// auditWriter keeps the status of a REST interaction's answer and the
-// resource it named, for its AuditEvent.
+// auditWriter keeps the status of a REST interaction's answer, for its
+// AuditEvent.
 type auditWriter struct {
 	http.ResponseWriter
 	status int
-	ev     *event
 }
 
 func (w *auditWriter) WriteHeader(code int) {

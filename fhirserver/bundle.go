@@ -13,15 +13,16 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// A batch or transaction Bundle is processed by dispatching each entry as a
-// request through the same router and handlers as a plain HTTP request, so
-// every entry gets exactly the semantics (and the authorization check) of
-// the interaction it names. A transaction runs every entry inside one store
+// A batch or transaction Bundle is processed by running each entry as the
+// interaction it names, with the checks, authorization and AuditEvent of
+// the REST request it would be (entries.go), so every entry gets exactly
+// the semantics of that interaction. A transaction runs every entry inside one store
 // transaction carried in the request context (txcontext.go).
 
 // entryIn is what the server reads of one entry (fhirjson.BundleEntries).
@@ -127,8 +128,8 @@ func (s *Server) entryURL(e *entryIn) string {
 	return path
 }
 
-// dispatch runs one entry: a write calls its interaction (runWrite),
-// anything else goes through the router, into a recorder.
+// dispatch runs one entry: a write or read calls its interaction
+// (runEntry), anything else goes through the router, into a recorder.
 func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string, x entryExec) entryResult {
 	target := s.prefix + "/" + rel
 	if strings.HasPrefix(rel, "?") { // a system search: [base]?_type=…
@@ -159,8 +160,8 @@ func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel 
 		set("If-Match", rq.IfMatch)
 		set("If-None-Exist", rq.IfNoneExist)
 	}
-	if ew, ok := s.writeEntry(method, req.URL.Path); ok {
-		return s.runWrite(ctx, req, ew, body, x)
+	if ew, ok := s.entryRouteOf(method, req.URL.Path); ok {
+		return s.runEntry(ctx, req, ew, body, x)
 	}
 	if x.info != nil {
 		req = req.WithContext(withEntryInfo(req.Context(), *x.info))
@@ -186,7 +187,7 @@ func failed(err error) entryResult {
 // Parameters resource is a FHIRPath Patch as it is).
 func entryBody(method string, res []byte) ([]byte, string, error) {
 	if method != http.MethodPatch {
-		return res, mimeFHIRJSON, nil
+		return res, negotiate.FHIRJSON, nil
 	}
 	var b struct {
 		ResourceType string `json:"resourceType"`
@@ -194,12 +195,12 @@ func entryBody(method string, res []byte) ([]byte, string, error) {
 		Data         []byte `json:"data"`
 	}
 	if err := json.Unmarshal(res, &b); err != nil || b.ResourceType != "Binary" {
-		return res, mimeFHIRJSON, nil
+		return res, negotiate.FHIRJSON, nil
 	}
-	if b.ContentType != mimeJSONPatch {
-		return nil, "", outcome.New(http.StatusBadRequest, "invalid", "a Binary patch must have contentType "+mimeJSONPatch+"; got "+quote(b.ContentType))
+	if b.ContentType != negotiate.JSONPatch {
+		return nil, "", outcome.New(http.StatusBadRequest, "invalid", "a Binary patch must have contentType "+negotiate.JSONPatch+"; got "+quote(b.ContentType))
 	}
-	return b.Data, mimeJSONPatch, nil
+	return b.Data, negotiate.JSONPatch, nil
 }
 
 // batch processes the entries independently, in order; each gets its own
@@ -223,7 +224,7 @@ func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries 
 		}
 		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct, entryExec{})
 	}
-	writeBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
 	return nil
 }
 
@@ -362,7 +363,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		}
 		return refuseWithoutTx(err, "a transaction Bundle")
 	}
-	writeBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
 	return nil
 }
 

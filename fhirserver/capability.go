@@ -6,11 +6,12 @@ import (
 	"slices"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
 func (s *Server) metadata(w http.ResponseWriter, r *http.Request, c *call) error {
-	writeBody(w, c.format, http.StatusOK, *s.capability.Load())
+	negotiate.WriteBody(w, c.format, http.StatusOK, *s.capability.Load())
 	return nil
 }
 
@@ -231,7 +232,7 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 		Implementation: capImplementaton{Description: "Kiln FHIR R4 server", URL: s.cfg.BaseURL},
 		FHIRVersion:    "4.0.1",
 		Format:         []string{"application/fhir+json", "json"},
-		PatchFormat:    []string{mimeJSONPatch, mimeFHIRJSON},
+		PatchFormat:    []string{negotiate.JSONPatch, negotiate.FHIRJSON},
 		Rest:           []capRest{rest},
 	})
 }

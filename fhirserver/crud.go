@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -19,34 +21,84 @@ import (
 // writer; beyond it the client gets 409 and may retry itself.
 const maxCASAttempts = 32
 
-func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
-	shaped, err := s.shaping(r, c)
+// The read interactions (read, vread, and history and search in
+// history.go and searching.go) take an input read from their request and
+// return their result without HTTP; the REST handlers and a Bundle's
+// entries (entries.go) each render that result.
+
+// readIn is what read and vread take from their request.
+type readIn struct {
+	typ, id, vid string
+	// shape is the request's _summary and _elements (among its other
+	// parameters).
+	shape url.Values
+	// cond is a read's If-None-Match and If-Modified-Since.
+	cond readConditions
+}
+
+// readInOf reads a read's or vread's request.
+func readInOf(r *http.Request, c *call) readIn {
+	return readIn{typ: c.typ, id: c.id, vid: c.vid, shape: r.URL.Query(), cond: readConditionsOf(r.Header)}
+}
+
+// got is a read's answer, before it is sent anywhere.
+type got struct {
+	v *store.Version
+	// body is v's body as _summary and _elements shape it; nil when the
+	// client's copy is current (notModified).
+	body        []byte
+	notModified bool
+}
+
+// readResource is read: the current version of in.typ/in.id, or
+// notModified when the client's conditions say its copy is current.
+func (s *Server) readResource(ctx context.Context, in readIn) (got, error) {
+	shaped, err := s.shaping(in.shape, in.typ)
 	if err != nil {
-		return err
+		return got{}, err
 	}
-	v, err := s.db(r.Context()).Read(r.Context(), c.typ, c.id)
+	v, err := s.db(ctx).Read(ctx, in.typ, in.id)
 	if err != nil {
-		return s.notFound(err, c)
+		return got{}, s.notFound(err, &call{typ: in.typ, id: in.id})
 	}
 	if v.Deleted {
-		return gone(c, v)
+		return got{}, gone(&call{typ: in.typ, id: in.id}, v)
 	}
-	if notModified(r, v) {
-		versionHeaders(w, v)
-		w.WriteHeader(http.StatusNotModified)
-		return nil
+	if in.cond.notModified(v) {
+		return got{v: v, notModified: true}, nil
 	}
-	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, shaped(v.Type, v.Body))
-	return nil
+	return got{v: v, body: shaped(v.Type, v.Body)}, nil
+}
+
+// vreadResource is vread: version in.vid of in.typ/in.id.
+func (s *Server) vreadResource(ctx context.Context, in readIn) (got, error) {
+	n, err := strconv.ParseInt(in.vid, 10, 64)
+	if err != nil || n <= 0 {
+		return got{}, outcome.New(http.StatusNotFound, "not-found", in.typ+"/"+in.id+" has no version "+quote(in.vid))
+	}
+	shaped, err := s.shaping(in.shape, in.typ)
+	if err != nil {
+		return got{}, err
+	}
+	v, err := s.db(ctx).VRead(ctx, in.typ, in.id, n)
+	if errors.Is(err, store.ErrNotFound) {
+		return got{}, outcome.New(http.StatusNotFound, "not-found", in.typ+"/"+in.id+" has no version "+in.vid)
+	}
+	if err != nil {
+		return got{}, err
+	}
+	if v.Deleted {
+		return got{}, gone(&call{typ: in.typ, id: in.id}, v)
+	}
+	return got{v: v, body: shaped(v.Type, v.Body)}, nil
 }
 
 // shaping reads the _summary and _elements of a read or history (R4
 // allows both there), before the resources are: a malformed one is a 400
 // whether or not the resource exists. It returns what they do to the body
-// of a resource of a type.
-func (s *Server) shaping(r *http.Request, c *call) (func(typ string, body []byte) []byte, error) {
-	q, sel := r.URL.Query(), url.Values{}
+// of a resource of a type (typ: the type the request names, if any).
+func (s *Server) shaping(q url.Values, typ string) (func(typ string, body []byte) []byte, error) {
+	sel := url.Values{}
 	for _, k := range []string{"_summary", "_elements"} {
 		if vs, ok := q[k]; ok {
 			sel[k] = vs
@@ -56,8 +108,8 @@ func (s *Server) shaping(r *http.Request, c *call) (func(typ string, body []byte
 		return func(_ string, b []byte) []byte { return b }, nil
 	}
 	var types []string
-	if c.typ != "" {
-		types = []string{c.typ}
+	if typ != "" {
+		types = []string{typ}
 	}
 	p, err := s.registry.Parse(types, sel, s.parseOptions(true))
 	if err != nil {
@@ -66,44 +118,66 @@ func (s *Server) shaping(r *http.Request, c *call) (func(typ string, body []byte
 	if p.Query.Summary == search.SummaryCount {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "_summary=count applies to searches, not to a read or history")
 	}
-	return func(typ string, b []byte) []byte { return shape(typ, b, p.Query.Summary, p.Query.Elements) }, nil
+	return func(typ string, b []byte) []byte { return shape.Apply(typ, b, p.Query.Summary, p.Query.Elements) }, nil
 }
 
-func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
-	n, err := strconv.ParseInt(c.vid, 10, 64)
-	if err != nil || n <= 0 {
-		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+quote(c.vid))
-	}
-	shaped, err := s.shaping(r, c)
-	if err != nil {
-		return err
-	}
-	v, err := s.db(r.Context()).VRead(r.Context(), c.typ, c.id, n)
-	if errors.Is(err, store.ErrNotFound) {
-		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" has no version "+c.vid)
-	}
-	if err != nil {
-		return err
-	}
-	if v.Deleted {
-		return gone(c, v)
-	}
-	versionHeaders(w, v)
-	writeBody(w, c.format, http.StatusOK, shaped(v.Type, v.Body))
-	return nil
+// readConditions are a conditional read's If-None-Match and
+// If-Modified-Since.
+type readConditions struct {
+	ifNoneMatch negotiate.ETagSet
+	// inmMalformed: If-None-Match is malformed, and ignored (and
+	// If-Modified-Since with it).
+	inmMalformed    bool
+	ifModifiedSince string
+}
+
+func readConditionsOf(h http.Header) readConditions {
+	inm, ok := negotiate.ParseETagSet(h, "If-None-Match")
+	return readConditions{ifNoneMatch: inm, inmMalformed: !ok, ifModifiedSince: h.Get("If-Modified-Since")}
 }
 
 // notModified implements conditional read: If-None-Match wins over
 // If-Modified-Since, as in RFC 9110. A malformed If-None-Match is ignored.
-func notModified(r *http.Request, v *store.Version) bool {
-	if inm, ok := parseETagSet(r.Header, "If-None-Match"); inm.present {
-		return ok && inm.matches(v)
+func (rc readConditions) notModified(v *store.Version) bool {
+	if rc.ifNoneMatch.Present {
+		return !rc.inmMalformed && rc.ifNoneMatch.Matches(v)
 	}
-	if ims := r.Header.Get("If-Modified-Since"); ims != "" {
+	if ims := rc.ifModifiedSince; ims != "" {
 		t, err := http.ParseTime(ims)
 		return err == nil && !v.LastUpdated.Truncate(time.Second).After(t)
 	}
 	return false
+}
+
+// The REST handlers of read and vread.
+
+func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
+	g, err := s.readResource(r.Context(), readInOf(r, c))
+	if err != nil {
+		return err
+	}
+	s.answerRead(w, c, g)
+	return nil
+}
+
+func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
+	g, err := s.vreadResource(r.Context(), readInOf(r, c))
+	if err != nil {
+		return err
+	}
+	s.answerRead(w, c, g)
+	return nil
+}
+
+// answerRead writes a read's result as the REST answer.
+func (s *Server) answerRead(w http.ResponseWriter, c *call, g got) {
+	c.named(g.v)
+	versionHeaders(w, g.v)
+	if g.notModified {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	negotiate.WriteBody(w, c.format, http.StatusOK, g.body)
 }
 
 func (s *Server) notFound(err error, c *call) error {
@@ -126,7 +200,7 @@ func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, e
 
 // readBodyWith is readBody with another structural check.
 func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (fhirjson.Info, error)) ([]byte, fhirjson.Info, error) {
-	if err := checkContentType(r); err != nil {
+	if err := negotiate.CheckContentType(r); err != nil {
 		return nil, fhirjson.Info{}, err
 	}
 	limit := s.cfg.Limits.MaxResourceBytes

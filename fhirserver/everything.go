@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -57,7 +58,7 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 			parsed.Ignored = append(parsed.Ignored, search.Ignored{Param: k, Reason: "not a parameter of $everything"})
 		}
 	}
-	if len(parsed.Ignored) > 0 && preferStrict(r) {
+	if len(parsed.Ignored) > 0 && negotiate.PreferStrict(r) {
 		slices.SortFunc(parsed.Ignored, func(a, b search.Ignored) int { return strings.Compare(a.Param, b.Param) })
 		ig := parsed.Ignored[0]
 		return outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)

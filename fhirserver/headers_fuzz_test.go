@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -23,10 +24,10 @@ func FuzzRequestHeaders(f *testing.F) {
 				r.Header[k] = []string{v}
 			}
 		}
-		if _, err := negotiate(r); err != nil {
+		if _, err := negotiate.Negotiate(r); err != nil {
 			checkRejection(t, err)
 		}
-		_ = preferReturn(r)
+		_ = negotiate.PreferReturn(r)
 		pre, err := writePreconditions(r)
 		if err != nil {
 			checkRejection(t, err)

@@ -2,6 +2,7 @@ package fhirserver
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -21,33 +23,56 @@ const cursorParam = "_cursor"
 // resources ends early (with a next link) rather than filling memory.
 const pageBytes = 16 << 20
 
-// history serves the instance, type and system history interactions: a
-// Bundle of type history, newest version first, paged by keyset cursors.
-func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := s.historyQuery(r.URL.Query(), c)
+// historyIn is what a history interaction takes from its request.
+type historyIn struct {
+	typ, id string // both empty: system history; id empty: type history
+	params  url.Values
+}
+
+// historied is a history's page, before it is rendered as a Bundle.
+type historied struct {
+	in     historyIn
+	page   *store.HistoryPage
+	shaped func(string, []byte) []byte
+}
+
+// historyResources serves the instance, type and system history
+// interactions: newest version first, paged by keyset cursors.
+func (s *Server) historyResources(ctx context.Context, in historyIn) (historied, error) {
+	q, err := s.historyQuery(in.params, in.typ, in.id)
 	if err != nil {
-		return err
+		return historied{}, err
 	}
-	shaped, err := s.shaping(r, c)
+	shaped, err := s.shaping(in.params, in.typ)
 	if err != nil {
-		return err
+		return historied{}, err
 	}
-	page, err := s.db(r.Context()).History(r.Context(), q)
+	page, err := s.db(ctx).History(ctx, q)
 	if err != nil {
-		return err
+		return historied{}, err
 	}
-	if c.id != "" && len(page.Versions) == 0 {
+	if in.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
-		if _, err := s.db(r.Context()).Read(r.Context(), c.typ, c.id); err != nil {
-			return s.notFound(err, c)
+		if _, err := s.db(ctx).Read(ctx, in.typ, in.id); err != nil {
+			return historied{}, s.notFound(err, &call{typ: in.typ, id: in.id})
 		}
 	}
-	writeBody(w, c.format, http.StatusOK, s.historyBundle(r, c, page, shaped))
+	return historied{in: in, page: page, shaped: shaped}, nil
+}
+
+// history is the REST handler of the history interactions: a Bundle of
+// type history.
+func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
+	h, err := s.historyResources(r.Context(), historyIn{typ: c.typ, id: c.id, params: r.URL.Query()})
+	if err != nil {
+		return err
+	}
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.historyBundle(h))
 	return nil
 }
 
-func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, error) {
-	q := store.HistoryQuery{Type: c.typ, ID: c.id, Count: s.cfg.DefaultCount, MaxBytes: pageBytes, Cursor: params.Get(cursorParam)}
+func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQuery, error) {
+	q := store.HistoryQuery{Type: typ, ID: id, Count: s.cfg.DefaultCount, MaxBytes: pageBytes, Cursor: params.Get(cursorParam)}
 	var err error
 	if v := params.Get("_count"); v != "" {
 		if q.Count, err = s.pageCount(v, 1); err != nil {
@@ -71,18 +96,19 @@ func (s *Server) historyQuery(params url.Values, c *call) (store.HistoryQuery, e
 
 // historyBundle assembles the Bundle around the stored bytes of each version,
 // which are copied in as they are.
-func (s *Server) historyBundle(r *http.Request, c *call, page *store.HistoryPage, shaped func(string, []byte) []byte) []byte {
+func (s *Server) historyBundle(h historied) []byte {
+	page, shaped := h.page, h.shaped
 	var b bytes.Buffer
 	b.WriteString(`{"resourceType":"Bundle","id":`)
 	writeJSONString(&b, newID(s.cfg.Now()))
 	b.WriteString(`,"meta":{"lastUpdated":"`)
 	b.WriteString(fhirjson.FormatInstant(s.now()))
 	b.WriteString(`"},"type":"history","link":[{"relation":"self","url":`)
-	writeJSONString(&b, s.pageURL(r, c, r.URL.Query().Get(cursorParam)))
+	writeJSONString(&b, s.pageURL(&h.in, h.in.params.Get(cursorParam)))
 	b.WriteString(`}`)
 	if page.Next != "" {
 		b.WriteString(`,{"relation":"next","url":`)
-		writeJSONString(&b, s.pageURL(r, c, page.Next))
+		writeJSONString(&b, s.pageURL(&h.in, page.Next))
 		b.WriteString(`}`)
 	}
 	b.WriteString(`]`)
@@ -124,7 +150,7 @@ func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version, shaped func(str
 	b.WriteString(`},"response":{"status":"`)
 	b.WriteString(status)
 	b.WriteString(`","etag":`)
-	writeJSONString(b, etag(v.Version))
+	writeJSONString(b, negotiate.ETag(v.Version))
 	b.WriteString(`,"lastModified":"`)
 	b.WriteString(fhirjson.FormatInstant(v.LastUpdated))
 	b.WriteString(`"}}`)
@@ -132,8 +158,8 @@ func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version, shaped func(str
 
 // pageURL is the request's URL on the public base, with the cursor replaced.
 // Only the parameters history understands are carried over.
-func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
-	in := r.URL.Query()
+func (s *Server) pageURL(h *historyIn, cursor string) string {
+	in := h.params
 	out := url.Values{}
 	for _, k := range []string{"_count", "_since", "_at", "_summary", "_elements", "_format", "_pretty"} {
 		if v := in.Get(k); v != "" {
@@ -144,10 +170,10 @@ func (s *Server) pageURL(r *http.Request, c *call, cursor string) string {
 		out.Set(cursorParam, cursor)
 	}
 	u := s.cfg.BaseURL
-	if c.typ != "" {
-		u += "/" + c.typ
-		if c.id != "" {
-			u += "/" + c.id
+	if h.typ != "" {
+		u += "/" + h.typ
+		if h.id != "" {
+			u += "/" + h.id
 		}
 	}
 	u += "/_history"

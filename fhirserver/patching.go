@@ -8,12 +8,11 @@ import (
 	"reflect"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
-
-const mimeJSONPatch = "application/json-patch+json"
 
 // patchDoc is a PATCH request body: a JSON Patch, or a FHIRPath Patch
 // (a Parameters resource).
@@ -43,15 +42,15 @@ func patchDocOf(contentType string, jsonPatch, fhirPatch func() ([]byte, error))
 		mt = ""
 	}
 	switch mt {
-	case mimeJSONPatch:
+	case negotiate.JSONPatch:
 		body, err := jsonPatch()
 		return patchDoc{jsonPatch: true, body: body}, err
-	case mimeFHIRJSON, mimeJSON, "application/json+fhir":
+	case negotiate.FHIRJSON, negotiate.JSON, "application/json+fhir":
 		body, err := fhirPatch()
 		return patchDoc{body: body}, err
 	}
 	return patchDoc{}, outcome.New(http.StatusUnsupportedMediaType, "not-supported",
-		"PATCH takes a JSON Patch ("+mimeJSONPatch+") or a FHIRPath Patch Parameters resource ("+mimeFHIRJSON+"); got "+quote(contentType))
+		"PATCH takes a JSON Patch ("+negotiate.JSONPatch+") or a FHIRPath Patch Parameters resource ("+negotiate.FHIRJSON+"); got "+quote(contentType))
 }
 
 // patched applies doc to the current version and validates the result like

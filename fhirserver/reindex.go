@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -100,6 +101,6 @@ func (s *Server) reindexOp(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return err
 	}
-	writeBody(w, c.format, http.StatusOK, []byte(`{"resourceType":"Parameters","parameter":[{"name":"reindexed","valueInteger":`+strconv.FormatInt(n, 10)+`}]}`))
+	negotiate.WriteBody(w, c.format, http.StatusOK, []byte(`{"resourceType":"Parameters","parameter":[{"name":"reindexed","valueInteger":`+strconv.FormatInt(n, 10)+`}]}`))
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -27,7 +29,7 @@ func (s *Server) parseOptions(strict bool) search.ParseOptions {
 	}
 }
 
-// searchRequest is one search as the HTTP layer sees it.
+// searchRequest is one search as its request names it.
 type searchRequest struct {
 	types  []string                  // nil: system search
 	params url.Values                // query string and form body
@@ -144,38 +146,65 @@ func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *ca
 	})
 }
 
-// runSearch parses, runs and answers one search.
-func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
-	ctx := r.Context()
-	parsed, err := s.parseSearch(ctx, sr.types, sr.params, preferStrict(r))
-	if err != nil {
-		return err
-	}
-	return s.answerSearch(w, r, c, sr, parsed)
+// searched is a search's page, before it is rendered as a searchset.
+type searched struct {
+	sr     searchRequest
+	parsed *search.Parsed
+	page   *store.SearchPage
+	// scope is what the page's sealed cursors are bound to.
+	scope string
 }
 
-// answerSearch runs a parsed search (continuing the page its sealed cursor
-// names) and writes the searchset.
-func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest, parsed *search.Parsed) error {
-	ctx := r.Context()
+// searchResources parses and runs one search (strict: an unknown
+// parameter is an error, not ignored).
+func (s *Server) searchResources(ctx context.Context, sr searchRequest, strict bool) (searched, error) {
+	parsed, err := s.parseSearch(ctx, sr.types, sr.params, strict)
+	if err != nil {
+		return searched{}, err
+	}
+	return s.runParsed(ctx, sr, parsed)
+}
+
+// runParsed runs a parsed search, continuing the page its sealed cursor
+// names.
+func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search.Parsed) (searched, error) {
 	q := parsed.Query
 	q.Where = append(q.Where, sr.extra...)
 	scope := sr.path + "?" + parsed.Applied.Encode()
 	var err error
 	if sealed := sr.params.Get(cursorParam); sealed != "" {
 		if q.Cursor, err = s.openCursor(scope, sealed); err != nil {
-			return err
+			return searched{}, err
 		}
 	}
 	page, err := s.db(ctx).Search(ctx, q)
 	if err != nil {
-		return err
+		return searched{}, err
 	}
 	page.Included = s.readable(ctx, page.Included)
 	if sr.keep != nil {
 		page.Included = slices.DeleteFunc(page.Included, func(v *store.Version) bool { return !sr.keep(v) })
 	}
-	writeBody(w, c.format, http.StatusOK, s.searchBundle(sr, parsed, page, scope))
+	return searched{sr: sr, parsed: parsed, page: page, scope: scope}, nil
+}
+
+// runSearch parses, runs and answers one search.
+func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
+	res, err := s.searchResources(r.Context(), sr, negotiate.PreferStrict(r))
+	if err != nil {
+		return err
+	}
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
+	return nil
+}
+
+// answerSearch runs a parsed search and writes the searchset.
+func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest, parsed *search.Parsed) error {
+	res, err := s.runParsed(r.Context(), sr, parsed)
+	if err != nil {
+		return err
+	}
+	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
 	return nil
 }
 
@@ -236,7 +265,8 @@ func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
 
 // searchBundle assembles the searchset around the stored bytes of each
 // match, shaped by _summary and _elements when asked.
-func (s *Server) searchBundle(sr searchRequest, parsed *search.Parsed, page *store.SearchPage, scope string) []byte {
+func (s *Server) searchBundle(res searched) []byte {
+	sr, parsed, page, scope := res.sr, res.parsed, res.page, res.scope
 	q := parsed.Query
 	var b bytes.Buffer
 	b.WriteString(`{"resourceType":"Bundle","id":`)
@@ -287,7 +317,7 @@ func (s *Server) searchBundle(sr searchRequest, parsed *search.Parsed, page *sto
 		b.WriteString(`{"fullUrl":`)
 		writeJSONString(&b, s.resourceURL(v.Type, v.ID))
 		b.WriteString(`,"resource":`)
-		b.Write(shape(v.Type, v.Body, q.Summary, q.Elements))
+		b.Write(shape.Apply(v.Type, v.Body, q.Summary, q.Elements))
 		b.WriteString(`,"search":{"mode":"` + mode + `"}}`)
 	}
 	for _, v := range page.Matches {

@@ -20,6 +20,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/customparams"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -153,7 +154,7 @@ func New(cfg Config, st store.Store) (*Server, error) {
 
 // call is what one request carries through its handler.
 type call struct {
-	format format
+	format negotiate.Format
 	typ    string
 	id     string
 	vid    string
@@ -167,6 +168,14 @@ type call struct {
 func (c *call) audit(edit func(*event)) {
 	if c.event != nil {
 		edit(c.event)
+	}
+}
+
+// named records the resource the answer is about in the interaction's
+// AuditEvent: the resource a create or conditional write made.
+func (c *call) named(v *store.Version) {
+	if c.event != nil {
+		c.event.ref = v.Type + "/" + v.ID
 	}
 }
 
@@ -288,7 +297,6 @@ func (s *Server) handle(rt route) http.Handler {
 				c.event.compartment = c.typ + "/" + c.id
 				c.event.access.Type, c.event.access.ID = c.ctype, ""
 			}
-			aw.ev = c.event
 			answered := false
 			defer func() {
 				status := aw.status
@@ -328,7 +336,7 @@ func (s *Server) prepare(r *http.Request, in Interaction, c *call) error {
 		}
 	}
 	var err error
-	if c.format, err = negotiate(r); err != nil {
+	if c.format, err = negotiate.Negotiate(r); err != nil {
 		return err
 	}
 	if c.typ != "" && !profiles.IsResourceType(c.typ) {
@@ -356,12 +364,12 @@ func (s *Server) authorize(ctx context.Context, a Access) error {
 // become HTTP statuses for the FHIR API.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, f, body := s.failure(r, err)
-	writeBody(w, f, status, body)
+	negotiate.WriteBody(w, f, status, body)
 }
 
 // failure is the status, format and OperationOutcome of the answer to r
 // that failed with err.
-func (s *Server) failure(r *http.Request, err error) (int, format, []byte) {
+func (s *Server) failure(r *http.Request, err error) (int, negotiate.Format, []byte) {
 	oe, expected := outcome.As(err)
 	if !expected {
 		oe = toOutcome(err)
@@ -370,9 +378,9 @@ func (s *Server) failure(r *http.Request, err error) (int, format, []byte) {
 				"request_id", httpserver.RequestID(r.Context()), "method", r.Method, "err", err)
 		}
 	}
-	f, nerr := negotiate(r)
+	f, nerr := negotiate.Negotiate(r)
 	if nerr != nil {
-		f = format{contentType: mimeFHIRJSON}
+		f = negotiate.Format{ContentType: negotiate.FHIRJSON}
 	}
 	// An answer about a request is never larger than it (issue 22: 3.2 MB
 	// of identifiers drew 48.7 MB of issues), with room for a few issues

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) validateOp(w http.ResponseWriter, r *http.Request, c *call) err
 		if c.id == "" {
 			return outcome.New(http.StatusBadRequest, "invalid", "mode=delete needs a resource id: POST [type]/[id]/$validate")
 		}
-		writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("no rule of this server prevents deleting "+c.typ+"/"+c.id)))
+		negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("no rule of this server prevents deleting "+c.typ+"/"+c.id)))
 		return nil
 	default:
 		return outcome.New(http.StatusBadRequest, "invalid", "unknown $validate mode "+quote(mode)+"; want create, update, delete or profile")
@@ -70,7 +71,7 @@ func (s *Server) validateOp(w http.ResponseWriter, r *http.Request, c *call) err
 	if len(issues) == 0 {
 		issues = outcome.Information("the resource is valid")
 	}
-	writeBody(w, c.format, http.StatusOK, outcome.Render(issues))
+	negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(issues))
 	return nil
 }
 
@@ -109,7 +110,7 @@ func idOf(body []byte) (string, error) {
 // readRaw reads a request body within the resource size limit, without
 // structural checks (they are part of what $validate reports).
 func (s *Server) readRaw(r *http.Request) ([]byte, error) {
-	if err := checkContentType(r); err != nil {
+	if err := negotiate.CheckContentType(r); err != nil {
 		return nil, err
 	}
 	src, release, err := s.budget.body(r, s.cfg.Limits.MaxResourceBytes)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -346,12 +347,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call) func(wr
 			return err
 		}
 		if res.deleted {
-			outcomePreferred := preferReturn(r) == returnOutcome
+			outcomePreferred := negotiate.PreferReturn(r) == negotiate.ReturnOutcome
 			if res.tomb != nil && (res.etagWithOutcome || !outcomePreferred) {
-				w.Header().Set("ETag", etag(res.tomb.Version))
+				w.Header().Set("ETag", negotiate.ETag(res.tomb.Version))
 			}
 			if outcomePreferred {
-				writeBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information(res.msg)))
+				negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information(res.msg)))
 				return nil
 			}
 			w.WriteHeader(http.StatusNoContent)

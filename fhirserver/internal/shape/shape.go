@@ -1,4 +1,7 @@
-package fhirserver
+// Package shape applies _summary and _elements to a stored resource's
+// JSON: what a read, history or search returns of it when the client asks
+// for part of it.
+package shape
 
 import (
 	"bytes"
@@ -7,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -15,13 +19,13 @@ import (
 // part (_summary, _elements), so that no client mistakes it for the whole.
 var subsetted = map[string]string{"system": "http://terminology.hl7.org/CodeSystem/v3-ObservationValue", "code": "SUBSETTED"}
 
-// shape applies _summary and _elements to a stored body. _elements
+// Apply applies _summary and _elements to a stored body. _elements
 // selects top-level elements, as the specification asks. _summary=true
 // keeps the elements the base definition marks as summary, at every level
 // of the resource's own structure (backbone elements); inside data types
 // everything is summary except Attachment.data. The stored bytes are
 // returned untouched when nothing is to be removed.
-func shape(typ string, body []byte, summary search.Summary, elements []string) []byte {
+func Apply(typ string, body []byte, summary search.Summary, elements []string) []byte {
 	if summary == search.SummaryFalse && len(elements) == 0 {
 		return body
 	}
@@ -174,7 +178,7 @@ func encodeMembers(m map[string]json.RawMessage) []byte {
 		if b.Len() > 1 {
 			b.WriteByte(',')
 		}
-		writeJSONString(&b, k)
+		b.Write(jsonquote.Append(b.AvailableBuffer(), k))
 		b.WriteByte(':')
 		b.Write(m[k])
 	}

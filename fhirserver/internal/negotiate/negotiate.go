@@ -1,6 +1,11 @@
-package fhirserver
+// Package negotiate is the FHIR API's HTTP vocabulary: the response
+// format (Accept, _format, _pretty), the request body's media type, the
+// Prefer header and version ETags.
+package negotiate
 
 import (
+	"bytes"
+	"encoding/json"
 	"mime"
 	"net/http"
 	"slices"
@@ -11,26 +16,28 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
+// The media types of the FHIR API.
 const (
-	mimeFHIRJSON = "application/fhir+json"
-	mimeJSON     = "application/json"
+	FHIRJSON  = "application/fhir+json"
+	JSON      = "application/json"
+	JSONPatch = "application/json-patch+json"
 )
 
-// format is what the response looks like, from Accept and _format.
-type format struct {
-	contentType string // mimeFHIRJSON or mimeJSON
-	pretty      bool
+// Format is what the response looks like, from Accept and _format.
+type Format struct {
+	ContentType string // FHIRJSON or JSON
+	Pretty      bool
 }
 
-// negotiate picks the response format. Only JSON is served: a client that
+// Negotiate picks the response format. Only JSON is served: a client that
 // asks for XML (or only for types we cannot produce) gets 406.
-func negotiate(r *http.Request) (format, error) {
+func Negotiate(r *http.Request) (Format, error) {
 	q := r.URL.Query()
-	f := format{contentType: mimeFHIRJSON}
+	f := Format{ContentType: FHIRJSON}
 	switch q.Get("_pretty") {
 	case "", "false":
 	case "true":
-		f.pretty = true
+		f.Pretty = true
 	default:
 		return f, outcome.New(http.StatusBadRequest, "invalid", `_pretty must be "true" or "false"`)
 	}
@@ -38,9 +45,9 @@ func negotiate(r *http.Request) (format, error) {
 		// An unescaped "+" in a query string arrives as a space:
 		// ?_format=application/fhir+json is common and meant literally.
 		switch strings.ReplaceAll(strings.TrimSpace(strings.SplitN(v, ";", 2)[0]), " ", "+") {
-		case "json", mimeFHIRJSON:
-		case mimeJSON:
-			f.contentType = mimeJSON
+		case "json", FHIRJSON:
+		case JSON:
+			f.ContentType = JSON
 		case "xml", "text/xml", "application/xml", "application/fhir+xml", "ttl", "text/turtle", "application/x-turtle":
 			return f, notAcceptable(v)
 		default:
@@ -60,10 +67,10 @@ func negotiate(r *http.Request) (format, error) {
 				continue
 			}
 			switch mt {
-			case mimeFHIRJSON, "application/json+fhir", "*/*", "application/*":
+			case FHIRJSON, "application/json+fhir", "*/*", "application/*":
 				return f, nil
-			case mimeJSON:
-				f.contentType = mimeJSON
+			case JSON:
+				f.ContentType = JSON
 				ok = true
 			}
 		}
@@ -95,44 +102,45 @@ func notAcceptable(asked string) error {
 		"this server produces only JSON (application/fhir+json); requested: "+asked)
 }
 
-// checkContentType accepts JSON request bodies. A missing Content-Type is
+// CheckContentType accepts JSON request bodies. A missing Content-Type is
 // taken as JSON, because FHIR clients often omit it on simple writes.
-func checkContentType(r *http.Request) error {
+func CheckContentType(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err == nil && (mt == mimeFHIRJSON || mt == mimeJSON || mt == "application/json+fhir") {
+	if err == nil && (mt == FHIRJSON || mt == JSON || mt == "application/json+fhir") {
 		return nil
 	}
 	return outcome.New(http.StatusUnsupportedMediaType, "not-supported",
 		"request bodies must be application/fhir+json or application/json; got "+strconv.Quote(ct))
 }
 
-// returnPref is the client's Prefer: return=… choice.
-type returnPref int
+// Return is the client's Prefer: return=… choice.
+type Return int
 
 const (
-	returnRepresentation returnPref = iota
-	returnMinimal
-	returnOutcome
+	ReturnRepresentation Return = iota
+	ReturnMinimal
+	ReturnOutcome
 )
 
-func preferReturn(r *http.Request) returnPref {
+// PreferReturn is what the client asked a write to return.
+func PreferReturn(r *http.Request) Return {
 	for _, v := range preferValues(r, "return") {
 		switch v {
 		case "minimal":
-			return returnMinimal
+			return ReturnMinimal
 		case "OperationOutcome":
-			return returnOutcome
+			return ReturnOutcome
 		}
 	}
-	return returnRepresentation
+	return ReturnRepresentation
 }
 
-// preferStrict reports Prefer: handling=strict.
-func preferStrict(r *http.Request) bool {
+// PreferStrict reports Prefer: handling=strict.
+func PreferStrict(r *http.Request) bool {
 	return slices.Contains(preferValues(r, "handling"), "strict")
 }
 
@@ -151,8 +159,8 @@ func preferValues(r *http.Request, key string) []string {
 	return out
 }
 
-// etag renders a version as a weak ETag.
-func etag(version int64) string {
+// ETag renders a version as a weak ETag.
+func ETag(version int64) string {
 	return `W/"` + strconv.FormatInt(version, 10) + `"`
 }
 
@@ -166,86 +174,69 @@ func parseETag(v string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// etagSet is the value of If-Match or If-None-Match (RFC 9110 §13.1.1-2):
+// ETagSet is the value of If-Match or If-None-Match (RFC 9110 §13.1.1-2):
 // "*" or a list of entity tags.
-type etagSet struct {
-	present  bool
-	any      bool
-	versions []int64
+type ETagSet struct {
+	Present  bool
+	Any      bool
+	Versions []int64
 }
 
-// parseETagSet reads a header; ok=false when an entity tag is malformed.
-func parseETagSet(h http.Header, name string) (etagSet, bool) {
+// ParseETagSet reads a header; ok=false when an entity tag is malformed.
+func ParseETagSet(h http.Header, name string) (ETagSet, bool) {
 	vals := h.Values(name)
 	if len(vals) == 0 {
-		return etagSet{}, true
+		return ETagSet{}, true
 	}
-	set := etagSet{present: true}
+	set := ETagSet{Present: true}
 	for _, v := range vals {
 		for _, tag := range strings.Split(v, ",") {
 			tag = strings.TrimSpace(tag)
 			if tag == "*" {
-				set.any = true
+				set.Any = true
 				continue
 			}
 			n, ok := parseETag(tag)
 			if !ok {
 				return set, false
 			}
-			set.versions = append(set.versions, n)
+			set.Versions = append(set.Versions, n)
 		}
 	}
 	return set, true
 }
 
-// matches reports whether the current version v (nil: no resource) is in the
+// Matches reports whether the current version v (nil: no resource) is in the
 // set. "*" matches any current, non-deleted resource.
-func (e etagSet) matches(v *store.Version) bool {
+func (e ETagSet) Matches(v *store.Version) bool {
 	if v == nil {
 		return false
 	}
-	if e.any && !v.Deleted {
+	if e.Any && !v.Deleted {
 		return true
 	}
-	return slices.Contains(e.versions, v.Version)
+	return slices.Contains(e.Versions, v.Version)
 }
 
-// preconditions are a write's If-Match and If-None-Match headers.
-type preconditions struct {
-	ifMatch, ifNoneMatch etagSet
+// WriteBody sends JSON bytes as they are (stored resources are already
+// compact), indenting only when the client asked for _pretty=true.
+func WriteBody(w http.ResponseWriter, f Format, status int, body []byte) {
+	body = Formatted(f, body)
+	h := w.Header()
+	h.Set("Content-Type", f.ContentType+"; charset=utf-8")
+	h.Add("Vary", "Accept")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
-func writePreconditions(r *http.Request) (preconditions, error) {
-	var p preconditions
-	var ok bool
-	if p.ifMatch, ok = parseETagSet(r.Header, "If-Match"); !ok {
-		return p, outcome.New(http.StatusBadRequest, "invalid", `If-Match must be "*" or version ETags such as W/"3"; got `+strconv.Quote(r.Header.Get("If-Match")))
-	}
-	if p.ifNoneMatch, ok = parseETagSet(r.Header, "If-None-Match"); !ok {
-		return p, outcome.New(http.StatusBadRequest, "invalid", `If-None-Match must be "*" or version ETags such as W/"3"; got `+strconv.Quote(r.Header.Get("If-None-Match")))
-	}
-	return p, nil
-}
-
-// strict reports whether the client made the write conditional on the
-// version it saw; a lost race then fails with 412 instead of retrying.
-func (p preconditions) strict() bool { return p.ifMatch.present || p.ifNoneMatch.present }
-
-// check returns a 412 OperationOutcome when the current version cur (nil:
-// none) fails the preconditions.
-func (p preconditions) check(c *call, cur *store.Version) error {
-	current := "the resource does not exist"
-	if cur != nil {
-		current = "the current version is " + strconv.FormatInt(cur.Version, 10)
-		if cur.Deleted {
-			current += " (deleted)"
+// Formatted is body as the client asked for it: indented for _pretty=true.
+func Formatted(f Format, body []byte) []byte {
+	if f.Pretty {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, body, "", "  "); err == nil {
+			return buf.Bytes()
 		}
 	}
-	if p.ifMatch.present && !p.ifMatch.matches(cur) {
-		return outcome.New(http.StatusPreconditionFailed, "conflict", "If-Match does not hold for "+c.typ+"/"+c.id+": "+current)
-	}
-	if p.ifNoneMatch.present && p.ifNoneMatch.matches(cur) {
-		return outcome.New(http.StatusPreconditionFailed, "conflict", "If-None-Match does not hold for "+c.typ+"/"+c.id+": "+current)
-	}
-	return nil
+	return body
 }
