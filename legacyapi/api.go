@@ -71,6 +71,8 @@ type Config struct {
 	// BaseURL is the server's public base URL, the OpenAPI document's
 	// server ("": "/", the server that served the document).
 	BaseURL string
+	// Workforce serves /workforce…; nil leaves those routes out.
+	Workforce *Workforce
 	// Now is the clock; nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -95,6 +97,14 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if wf := cfg.Workforce; wf != nil {
+		if wf.FHIR == nil || wf.Records == nil || wf.Tag == nil {
+			return nil, errors.New("legacyapi: the workforce endpoints need FHIR, Records and Tag")
+		}
+		if wf.Requirements == nil {
+			wf.Requirements = adapters.DefaultRequirements()
+		}
+	}
 	sch, err := loadSchemas(cfg.Now)
 	if err != nil {
 		return nil, err
@@ -115,25 +125,32 @@ func (a *API) Routes() []Route {
 	if a.cfg.Auth != nil {
 		rs = append(rs, Route{http.MethodPost, "/auth/login", Login(a.cfg.Auth)})
 	}
-	return append(rs,
+	rs = append(rs,
 		Route{http.MethodPost, "/patients", http.HandlerFunc(a.createPatient)},
 		Route{http.MethodGet, "/patients/{id}", http.HandlerFunc(a.getPatient)},
 		Route{http.MethodDelete, "/patients/{id}", http.HandlerFunc(a.erasePatient)},
-		Route{http.MethodGet, "/openapi.json", http.HandlerFunc(a.openAPI)},
 	)
+	if a.cfg.Workforce != nil {
+		rs = append(rs,
+			Route{http.MethodPost, "/workforce", http.HandlerFunc(a.registerWorker)},
+			Route{http.MethodPost, "/workforce/{id}/screening", http.HandlerFunc(a.recordScreening)},
+			Route{http.MethodGet, "/workforce/{id}/compliance", http.HandlerFunc(a.compliance)},
+		)
+	}
+	return append(rs, Route{http.MethodGet, "/openapi.json", http.HandlerFunc(a.openAPI)})
 }
 
 // allow authorizes a platform request through the policy table (the one
 // decision point): 401 without a principal, 403 when the grant (and role)
 // do not allow op on the endpoint.
-func (a *API) allow(w http.ResponseWriter, r *http.Request, endpoint string, op auth.Op) (*auth.Principal, bool) {
+func (a *API) allow(w http.ResponseWriter, r *http.Request, partition auth.Partition, endpoint string, op auth.Op) (*auth.Principal, bool) {
 	p, ok := auth.FromContext(r.Context())
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kiln"`)
 		httpserver.WriteError(w, http.StatusUnauthorized, "unauthorized", "authentication required")
 		return nil, false
 	}
-	req := auth.Request{Partition: auth.PartitionClinical, Endpoint: endpoint, Op: op, Role: p.Role}
+	req := auth.Request{Partition: partition, Endpoint: endpoint, Op: op, Role: p.Role}
 	if err := p.Grant.Allows(req); err != nil {
 		msg := "forbidden"
 		var d *auth.Denied

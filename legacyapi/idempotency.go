@@ -47,6 +47,7 @@ type idemRecord struct {
 // idempotent is a reserved key; nil when the request had none.
 type idempotent struct {
 	a       *API
+	records Records
 	id      string
 	version int64
 	request string
@@ -67,7 +68,7 @@ func validKey(k string) bool {
 // beginIdempotent reserves the key, or answers the request itself (done):
 // a replay, a 422 for another body, a 409 while the first is in progress,
 // a 400 for a malformed key.
-func (a *API) beginIdempotent(w http.ResponseWriter, r *http.Request, subject string, keys []string, canon []byte) (*idempotent, bool) {
+func (a *API) beginIdempotent(w http.ResponseWriter, r *http.Request, records Records, subject string, keys []string, canon []byte) (*idempotent, bool) {
 	if len(keys) != 1 || !validKey(keys[0]) {
 		httpserver.WriteErrorDetails(w, http.StatusBadRequest, "invalid_request", "invalid Idempotency-Key",
 			[]httpserver.FieldProblem{{Field: "Idempotency-Key", Problem: "must be one header of 1-255 printable ASCII characters"}})
@@ -76,13 +77,13 @@ func (a *API) beginIdempotent(w http.ResponseWriter, r *http.Request, subject st
 	ctx := r.Context()
 	id := sha256.Sum256([]byte(subject + "\x00" + keys[0]))
 	req := sha256.Sum256(canon)
-	x := &idempotent{a: a, id: hex.EncodeToString(id[:]), request: hex.EncodeToString(req[:])}
+	x := &idempotent{a: a, records: records, id: hex.EncodeToString(id[:]), request: hex.EncodeToString(req[:])}
 	deadline := time.Now().Add(idempotencyWait)
 	for {
-		rec, err := a.cfg.Records.GetRecord(ctx, idempotencyKind, x.id)
+		rec, err := records.GetRecord(ctx, idempotencyKind, x.id)
 		if errors.Is(err, store.ErrNotFound) {
 			value, _ := json.Marshal(idemRecord{State: "pending", Request: x.request})
-			err = a.cfg.Records.PutRecord(ctx, store.Record{Kind: idempotencyKind, ID: x.id, Version: 1, Value: value, Expires: time.Now().Add(pendingTTL)})
+			err = records.PutRecord(ctx, store.Record{Kind: idempotencyKind, ID: x.id, Version: 1, Value: value, Expires: time.Now().Add(pendingTTL)})
 			if errors.Is(err, store.ErrConflict) {
 				if time.Now().Before(deadline) && ctx.Err() == nil {
 					continue // another request reserved it first: look again
@@ -138,7 +139,7 @@ func (x *idempotent) complete(ctx context.Context, status int, body []byte, loca
 		return
 	}
 	value, _ := json.Marshal(idemRecord{State: "done", Request: x.request, Status: status, Body: body, Location: location})
-	err := x.a.cfg.Records.PutRecord(context.WithoutCancel(ctx), store.Record{Kind: idempotencyKind, ID: x.id, Version: x.version + 1,
+	err := x.records.PutRecord(context.WithoutCancel(ctx), store.Record{Kind: idempotencyKind, ID: x.id, Version: x.version + 1,
 		Value: value, Expires: time.Now().Add(idempotencyTTL)})
 	if err != nil {
 		x.a.cfg.Logger.WarnContext(ctx, "keeping an idempotent answer failed", "request_id", httpserver.RequestID(ctx), "err", err)
@@ -151,7 +152,7 @@ func (x *idempotent) abandon(ctx context.Context) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	if rec, err := x.a.cfg.Records.GetRecord(ctx, idempotencyKind, x.id); err == nil && rec.Version == x.version {
-		_ = x.a.cfg.Records.DeleteRecord(ctx, idempotencyKind, x.id)
+	if rec, err := x.records.GetRecord(ctx, idempotencyKind, x.id); err == nil && rec.Version == x.version {
+		_ = x.records.DeleteRecord(ctx, idempotencyKind, x.id)
 	}
 }

@@ -73,12 +73,14 @@ const (
 	tagOAuth     = "OAuth 2.0"
 	tagPatients  = "Patients"
 	tagDiscovery = "Discovery"
+	tagWorkforce = "Workforce"
 )
 
 var tags = []any{
 	map[string]any{"name": tagAuth, "description": "Users log in with e-mail and password and get a bearer token (and a refresh token)."},
 	map[string]any{"name": tagOAuth, "description": "Machine clients get tokens with their credentials (RFC 6749 client_credentials); tokens are refreshed, revoked (RFC 7009) and introspected (RFC 7662). Errors have the RFC 6749 body {\"error\", \"error_description\"}."},
 	map[string]any{"name": tagPatients, "description": "The platform's patient endpoints, over the FHIR Patient of /fhir (the same id, PT-<n>)."},
+	map[string]any{"name": tagWorkforce, "description": "Workforce medical compliance (oil and gas), in the isolated workforce partition, also served as FHIR at /workforce/fhir. Needs the workforce:read or workforce:write scope; clinical scopes and the admin role do not reach it."},
 	map[string]any{"name": tagDiscovery, "description": "Documents that describe the server: its OAuth metadata, its signing keys and this document."},
 }
 
@@ -186,6 +188,37 @@ var operations = map[string]operation{
 		security: bearerScopes("patients:write"), roles: []string{"admin", "privacy_officer"},
 		ok: "200", okSchemas: []string{schemaPatientErased},
 		errors: map[string]string{"401": "", "403": "", "404": "", "501": ""},
+	},
+	"POST /workforce": {
+		tag:     tagWorkforce,
+		summary: "Register a worker",
+		description: "Creates the worker's FHIR Patient (national WorkforcePatient profile) with a random id, the employee_id as its identifier, and the employer's Organization (one per company). " +
+			"The same employee_id twice is a 409, also when the requests run at once. Idempotency-Key works as on POST /patients.",
+		security: bearerScopes("workforce:write"), request: schemaWorkerCreate, idempotent: true,
+		ok: "201", okSchemas: []string{schemaWorkerRegistered},
+		okHeaders: map[string]any{"Location": map[string]any{"description": "/workforce/{employee_id}", "schema": map[string]any{"type": "string"}}},
+		errors: map[string]string{"400": "Malformed request: bad JSON, an unknown field, or a field that fails its schema (an employee_id not of the form EMP-<digits>…); details names each field.",
+			"401": "", "403": "",
+			"409": "The employee_id is already registered (or being registered by a request still running), or a request with this Idempotency-Key is still in progress (Retry-After).",
+			"413": "", "415": "", "422": "The Idempotency-Key was used with another body, or the FHIR resources fail the national profiles."},
+	},
+	"POST /workforce/{id}/screening": {
+		tag:         tagWorkforce,
+		summary:     "Record a medical screening",
+		description: "Stores a FitnessForWorkObservation (outcome, effective = screening_date, performer = provider_name, a valid-until component = expiry_date) and one WorkforceCertification DocumentReference per certification, valid from screening_date through expiry_date.",
+		security:    bearerScopes("workforce:write"), request: schemaScreeningCreate,
+		ok: "201", okSchemas: []string{schemaScreeningRecorded},
+		errors: map[string]string{"400": "Malformed request: bad JSON, an unknown field, a medical_status that is not one of the four outcomes (the message lists them), an invalid date, a screening_date in the future, an expiry_date before the screening_date, more than 100 certifications or a name over 200 characters; details names the field.",
+			"401": "", "403": "", "404": "No worker with this employee_id.", "413": "", "415": "",
+			"422": "The FHIR resources fail the national profiles."},
+	},
+	"GET /workforce/{id}/compliance": {
+		tag:         tagWorkforce,
+		summary:     "A worker's compliance, computed now",
+		description: "Computed at every request from the stored screenings: status from the latest screening, certifications_valid, next_screening_due and compliance_score = ⌊50·F + 30·C + 20·T⌋ (see the README). No score is stored.",
+		security:    bearerScopes("workforce:read"), ok: "200", okSchemas: []string{schemaWorkerCompliance},
+		errors: map[string]string{"401": "", "403": "", "404": "No worker with this employee_id.",
+			"422": "too_many_records: the worker has more than 10,000 screenings or certifications."},
 	},
 	"GET /openapi.json": {
 		tag: tagDiscovery, summary: "This document", security: public, ok: "200",
@@ -312,7 +345,11 @@ func document(baseURL string, sch *schemas, eps []endpoint) map[string]any {
 			o["x-kiln-roles"] = op.roles
 		}
 		var params []any
-		if strings.Contains(ep.path, "{id}") {
+		switch {
+		case strings.HasPrefix(ep.path, "/workforce/{id}"):
+			params = append(params, map[string]any{"name": "id", "in": "path", "required": true,
+				"description": "The worker's employee_id, EMP-<digits>.", "schema": map[string]any{"type": "string", "examples": []any{"EMP-1042"}}})
+		case strings.Contains(ep.path, "{id}"):
 			params = append(params, map[string]any{"name": "id", "in": "path", "required": true,
 				"description": "The platform patient id, PT-<n> (the FHIR Patient's id).", "schema": map[string]any{"type": "string", "examples": []any{"PT-1"}}})
 		}

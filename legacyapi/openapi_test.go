@@ -69,7 +69,8 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		}
 	})
 	for _, want := range []string{"POST /auth/login", "POST /auth/token", "POST /auth/revoke", "POST /auth/introspect", "POST /auth/logout",
-		"POST /patients", "GET /patients/{id}", "DELETE /patients/{id}", "GET /openapi.json", "GET /.well-known/jwks.json", "GET /.well-known/openid-configuration"} {
+		"POST /patients", "GET /patients/{id}", "DELETE /patients/{id}", "GET /openapi.json",
+		"POST /workforce", "POST /workforce/{id}/screening", "GET /workforce/{id}/compliance", "GET /.well-known/jwks.json", "GET /.well-known/openid-configuration"} {
 		if !served[want] {
 			t.Errorf("%s is not served", want)
 		}

@@ -57,7 +57,7 @@ type patientErased = adapters.Erased
 // created_at} with Location. With an Idempotency-Key, a retry gets the
 // first answer (see idempotency.go).
 func (a *API) createPatient(w http.ResponseWriter, r *http.Request) {
-	p, ok := a.allow(w, r, auth.EndpointPatients, auth.OpCreate)
+	p, ok := a.allow(w, r, auth.PartitionClinical, auth.EndpointPatients, auth.OpCreate)
 	if !ok {
 		return
 	}
@@ -75,7 +75,7 @@ func (a *API) createPatient(w http.ResponseWriter, r *http.Request) {
 	var idem *idempotent
 	if key, present := r.Header["Idempotency-Key"]; present {
 		var done bool
-		idem, done = a.beginIdempotent(w, r, p.Subject, key, canon)
+		idem, done = a.beginIdempotent(w, r, a.cfg.Records, p.Subject, key, canon)
 		if done {
 			return
 		}
@@ -117,7 +117,7 @@ func (a *API) newPatient(r *http.Request, in adapters.NewPatient) (*patientCreat
 // an erased patient, only {patient_id, status: "anonymized",
 // anonymized_at}. 404 when there is no such Patient.
 func (a *API) getPatient(w http.ResponseWriter, r *http.Request) {
-	if _, ok := a.allow(w, r, auth.EndpointPatients, auth.OpRead); !ok {
+	if _, ok := a.allow(w, r, auth.PartitionClinical, auth.EndpointPatients, auth.OpRead); !ok {
 		return
 	}
 	id := mux.Vars(r)["id"]
@@ -155,7 +155,12 @@ func (a *API) getPatient(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) searchDecoded(r *http.Request, typ string, params url.Values, limit int) ([]map[string]any, error) {
-	vs, err := a.cfg.FHIR.SearchAll(r.Context(), typ, params, limit)
+	return a.searchIn(r, a.cfg.FHIR, typ, params, limit)
+}
+
+// searchIn runs a search on fhir and decodes the matches.
+func (a *API) searchIn(r *http.Request, fhir FHIR, typ string, params url.Values, limit int) ([]map[string]any, error) {
+	vs, err := fhir.SearchAll(r.Context(), typ, params, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +191,7 @@ func decode(v *store.Version) (map[string]any, error) {
 // anonymized_at}; again for an erased patient (idempotent); 404 for an
 // unknown id.
 func (a *API) erasePatient(w http.ResponseWriter, r *http.Request) {
-	if _, ok := a.allow(w, r, auth.EndpointPatients, auth.OpDelete); !ok {
+	if _, ok := a.allow(w, r, auth.PartitionClinical, auth.EndpointPatients, auth.OpDelete); !ok {
 		return
 	}
 	if a.cfg.Eraser == nil {

@@ -109,7 +109,20 @@ type testEnv struct {
 	st     *sqlite.Store
 	srv    *httptest.Server
 	eraser *fakeEraser
+	// The workforce partition: its own store and FHIR service.
+	wfFHIR  *fhirserver.Server
+	wfStore *sqlite.Store
+	now     *testClock
 }
+
+// testClock is the API's clock; tests move it.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 type envOption func(*Config, *testEnv)
 
@@ -140,9 +153,20 @@ func newEnv(t *testing.T, opts ...envOption) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &testEnv{t: t, fhir: fs, st: st, eraser: &fakeEraser{st: st}}
+	wst, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "workforce.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wst.Close() })
+	wfs, err := fhirserver.New(fhirserver.Config{BaseURL: "https://kiln.test/workforce/fhir", Logger: logger, Validation: validation,
+		Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionWorkforce}}, wst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, fhir: fs, st: st, eraser: &fakeEraser{st: st}, wfFHIR: wfs, wfStore: wst, now: &testClock{t: testNow}}
 	cfg := Config{FHIR: fs, Sequence: &fakeSequence{}, Records: st, Eraser: e.eraser, ProfileURL: profileURL,
-		Now: func() time.Time { return testNow }, Logger: logger}
+		Workforce: &Workforce{FHIR: wfs, Records: wst, Tag: testTag, Requirements: testRequirements()},
+		Now:       e.now.Now, Logger: logger}
 	for _, o := range opts {
 		o(&cfg, e)
 	}

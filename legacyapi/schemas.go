@@ -39,6 +39,12 @@ const (
 	schemaLoginRequest   = "login-request"
 	schemaLoginResponse  = "login-response"
 	schemaError          = "error"
+	// The workforce endpoints.
+	schemaWorkerCreate      = "workforce-worker"
+	schemaWorkerRegistered  = "workforce-registered"
+	schemaScreeningCreate   = "workforce-screening"
+	schemaScreeningRecorded = "workforce-screening-recorded"
+	schemaWorkerCompliance  = "workforce-compliance"
 	// Bodies of the issuer's endpoints (fhirserver/auth), described in the
 	// OpenAPI document only: those handlers read forms, not JSON.
 	schemaLogoutResponse      = "logout-response"
@@ -145,7 +151,7 @@ func (s *schemas) check(name string, v any) []httpserver.FieldProblem {
 			}
 			return
 		}
-		field := strings.Join(e.InstanceLocation, ".")
+		field := fieldPath(e.InstanceLocation)
 		switch k := e.ErrorKind.(type) {
 		case *kind.Required:
 			for _, m := range k.Missing {
@@ -155,6 +161,14 @@ func (s *schemas) check(name string, v any) []httpserver.FieldProblem {
 			for _, p := range k.Properties {
 				add(join(field, p), "is not a known field")
 			}
+		case *kind.Enum:
+			words := make([]string, len(k.Want))
+			for i, v := range k.Want {
+				words[i] = fmt.Sprint(v)
+			}
+			add(field, "must be one of: "+strings.Join(words, ", "))
+		case *kind.MaxItems:
+			add(field, "must hold at most "+strconv.Itoa(k.Want)+" items")
 		case *kind.Type:
 			add(field, "must be "+typeWords(k.Want))
 		case *kind.MinLength:
@@ -185,6 +199,23 @@ func (s *schemas) check(name string, v any) []httpserver.FieldProblem {
 		return strings.Compare(a.Field+"\x00"+a.Problem, b.Field+"\x00"+b.Problem)
 	})
 	return out
+}
+
+// fieldPath names a location in the body as the error details do:
+// certifications[3], address.city.
+func fieldPath(loc []string) string {
+	var b strings.Builder
+	for _, seg := range loc {
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(seg)
+	}
+	return b.String()
 }
 
 func join(parent, field string) string {
@@ -220,6 +251,15 @@ func patternProblem(field string) string {
 	case "email":
 		return "must be an e-mail address whose domain has a dot"
 	case "address":
+		return "must not be blank"
+	case "employee_id":
+		return "must be EMP- followed by digits, e.g. EMP-1042"
+	case "contact_phone":
+		return "must be a phone number: digits, spaces, hyphens, dots and parentheses, with an optional leading +"
+	case "name", "company", "role", "department", "provider_name":
+		return "must not be blank or hold control characters"
+	}
+	if strings.HasPrefix(field, "certifications[") {
 		return "must not be blank"
 	}
 	return "has an invalid format"
