@@ -11,9 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/internal/app"
+	"github.com/kiln-fhir/kiln/legacyapi"
 )
 
 // openApp assembles the server of a `kiln serve` configuration: it loads
@@ -32,16 +34,37 @@ func openApp(ctx context.Context, cfg serveConfig, logger *slog.Logger) (*app.Ap
 	}
 	ac := cfg.appConfig(logger)
 	ac.Validation, ac.Conformance = validation, set
+	if ac.WorkforceRequirements, err = workforceRequirements(cfg.WorkforceRequirements); err != nil {
+		return nil, err
+	}
 	return app.Open(ctx, ac)
 }
 
+// workforceRequirements reads --workforce-requirements ("": the built-in
+// table).
+func workforceRequirements(path string) (*adapters.Requirements, error) {
+	if path == "" {
+		return legacyapi.WorkforceRequirements(nil)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--workforce-requirements: %w", err)
+	}
+	r, err := legacyapi.WorkforceRequirements(b)
+	if err != nil {
+		return nil, fmt.Errorf("--workforce-requirements %s: %w", path, err)
+	}
+	return r, nil
+}
+
 // appConfig is the app's configuration of cfg, without validation: the
-// clinical partition's FHIR service at /fhir.
+// clinical partition's FHIR service at /fhir and the workforce
+// partition's at /workforce/fhir.
 func (c serveConfig) appConfig(logger *slog.Logger) app.Config {
 	return app.Config{
 		Storage: c.storage(),
 		BaseURL: c.BaseURL,
-		FHIR:    []app.Mount{app.Clinical()},
+		FHIR:    []app.Mount{app.Clinical(), app.Workforce()},
 		Limits: fhirjson.Limits{
 			MaxResourceBytes: c.MaxResourceBytes,
 			MaxBundleBytes:   c.MaxBundleBytes,

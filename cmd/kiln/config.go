@@ -36,7 +36,14 @@ type serveConfig struct {
 	Validation validationConfig
 	// CORSOrigins may call from a browser (none by default).
 	CORSOrigins httpserver.Origins
+	// WorkforceRequirements is a JSON file that replaces the built-in
+	// role → certifications table ("" keeps it).
+	WorkforceRequirements string
 }
+
+// minRetentionYears is the least audit retention accepted: workforce
+// records are kept 7 years, and so is their audit trail.
+const minRetentionYears = 7
 
 // lookupEnv is os.LookupEnv; tests pass their own.
 type lookupEnv func(string) (string, bool)
@@ -90,6 +97,7 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	str(&c.MongoURI, "mongodb-uri", "KILN_MONGODB_URI", "", "MongoDB connection string; selects the MongoDB store instead of the embedded one")
 	str(&c.MongoDatabase, "mongodb-database", "KILN_MONGODB_DATABASE", "kiln", "prefix of the MongoDB databases: one per partition (<prefix>_clinical, …)")
 	str(&c.MongoWriteConcern, "mongodb-write-concern", "KILN_MONGODB_WRITE_CONCERN", "majority", "MongoDB write concern: majority or a number of members")
+	str(&c.WorkforceRequirements, "workforce-requirements", "KILN_WORKFORCE_REQUIREMENTS", "", "JSON file of the certifications each workforce role needs; replaces the built-in oil-and-gas table (see README)")
 	var cors string
 	str(&cors, "cors-origins", "KILN_CORS_ORIGINS", "", "origins whose browser apps may call Kiln, comma-separated (https://app.example.org); * allows any origin without credentials")
 	c.Validation.flags(fs, env, str)
@@ -123,6 +131,9 @@ func parseServeConfig(args []string, env lookupEnv, stderr io.Writer) (serveConf
 	}
 	if c.MaxPageSize <= 0 || c.MaxBundleEntries <= 0 || c.MaxConditionalDeletes <= 0 {
 		return c, fmt.Errorf("--max-page-size, --max-bundle-entries and --conditional-delete-max must be positive")
+	}
+	if c.AuditRetentionYears < minRetentionYears {
+		return c, fmt.Errorf("--audit-retention-years %d: audit records (the workforce partition's among them) are kept at least %d years", c.AuditRetentionYears, minRetentionYears)
 	}
 	if c.MaxResourceBytes <= 0 || c.MaxBundleBytes <= 0 {
 		return c, fmt.Errorf("--max-resource-bytes and --max-bundle-bytes must be positive")

@@ -38,6 +38,11 @@ func TestServeConfig(t *testing.T) {
 		{"zero size", []string{"--max-resource-bytes", "0", "--max-bundle-bytes", "0"}, nil, nil, true},
 		{"bad address", []string{"--addr", "nonsense"}, nil, nil, true},
 		{"stray argument", []string{"extra"}, nil, nil, true},
+		{"audit retention under 7 years refused", []string{"--audit-retention-years", "6"}, nil, nil, true},
+		{"audit retention of 10 years", nil, map[string]string{"KILN_AUDIT_RETENTION_YEARS": "10"},
+			func(c serveConfig) bool { return c.AuditRetentionYears == 10 }, false},
+		{"workforce requirements file", []string{"--workforce-requirements", "roles.json"}, nil,
+			func(c serveConfig) bool { return c.WorkforceRequirements == "roles.json" }, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,9 @@ package app
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
@@ -32,7 +36,8 @@ type Config struct {
 	// BaseURL is the server's public root (https://host:port): the token
 	// issuer, and the FHIR services' URLs below it.
 	BaseURL string
-	// FHIR are the FHIR services, one per partition (nil: Clinical()).
+	// FHIR are the FHIR services, one per partition (nil: Clinical() and
+	// Workforce()).
 	// The first one's store also holds the server's own records (users,
 	// keys, sequences) and serves the platform API.
 	FHIR []Mount
@@ -45,6 +50,10 @@ type Config struct {
 	Conformance *profiles.Set
 	// ProfileURL is the canonical base of the national profiles.
 	ProfileURL string
+	// WorkforceRequirements is the role → certifications table of the
+	// workforce compliance score (nil: legacyapi.WorkforceRequirements'
+	// built-in default).
+	WorkforceRequirements *adapters.Requirements
 	// TrustedIssuers is a JSON file of external OpenID providers whose
 	// tokens are accepted (auth.ExternalIssuer).
 	TrustedIssuers string
@@ -75,6 +84,12 @@ type Mount struct {
 // Clinical is the clinical partition's FHIR service at /fhir.
 func Clinical() Mount {
 	return Mount{Partition: PartitionClinical, Base: "/fhir", Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical}}
+}
+
+// Workforce is the workforce partition's FHIR service at /workforce/fhir,
+// under the workforce scopes only; the /workforce endpoints adapt it.
+func Workforce() Mount {
+	return Mount{Partition: PartitionWorkforce, Base: "/workforce/fhir", Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionWorkforce}}
 }
 
 // Service is a mounted FHIR service.
@@ -112,7 +127,7 @@ type App struct {
 // Open opens the stores and assembles the server on them.
 func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if len(cfg.FHIR) == 0 {
-		cfg.FHIR = []Mount{Clinical()}
+		cfg.FHIR = []Mount{Clinical(), Workforce()}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -239,7 +254,12 @@ func NewFHIRServer(cfg Config, m Mount, st Store, cursorKey []byte, auditor fhir
 // /patients/{id} erases through the FHIR service's erasure with the
 // policy of adapters.
 func (a *App) newPlatformAPI() (*legacyapi.API, error) {
+	wf, err := a.workforceAPI()
+	if err != nil {
+		return nil, err
+	}
 	return legacyapi.New(legacyapi.Config{
+		Workforce:  wf,
 		FHIR:       a.FHIR,
 		Sequence:   a.Store,
 		Records:    a.Store,
@@ -249,6 +269,34 @@ func (a *App) newPlatformAPI() (*legacyapi.API, error) {
 		BaseURL:    a.cfg.BaseURL,
 		Logger:     a.logger,
 	})
+}
+
+// workforceAPI configures the /workforce endpoints over the workforce
+// partition's service, when one is mounted (nil otherwise: the routes are
+// left out). Its claim records are named by HMAC tags under the
+// workforce index key.
+func (a *App) workforceAPI() (*legacyapi.Workforce, error) {
+	i := slices.IndexFunc(a.Services, func(s *Service) bool { return s.Partition == PartitionWorkforce })
+	if i < 0 {
+		return nil, nil
+	}
+	s := a.Services[i]
+	key, err := LoadWorkforceIndexKey(a.cfg.Storage.DataDir, a.Store)
+	if err != nil {
+		return nil, err
+	}
+	req := a.cfg.WorkforceRequirements
+	if req == nil {
+		if req, err = legacyapi.WorkforceRequirements(nil); err != nil {
+			return nil, err
+		}
+	}
+	tag := func(v string) string {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(v))
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	return &legacyapi.Workforce{FHIR: s.FHIR, Records: s.Store, Tag: tag, Requirements: req}, nil
 }
 
 // CheckIndexVersion refuses stores whose index rows were built by an

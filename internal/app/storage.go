@@ -28,8 +28,9 @@ type Storage struct {
 
 // The partitions' names on disk (DESIGN.md, "Partitions").
 const (
-	PartitionClinical = "clinical"
-	PartitionAudit    = "audit"
+	PartitionClinical  = "clinical"
+	PartitionWorkforce = "workforce"
+	PartitionAudit     = "audit"
 )
 
 // Store is what the server needs of a FHIR partition's store: the FHIR
@@ -120,6 +121,18 @@ const AuditQueryKeyFile = "audit-query.key"
 // no longer be confirmed (docs/erasure.md).
 func LoadAuditQueryKey(dir string, st store.Store) ([]byte, error) {
 	return loadSecret(dir, st, "audit-query-key", AuditQueryKeyFile, "the audit query key")
+}
+
+// WorkforceIndexKeyFile is the workforce index key's file in the data
+// folder.
+const WorkforceIndexKeyFile = "workforce-index.key"
+
+// LoadWorkforceIndexKey reads the key of the tags that name the workforce
+// partition's claim records (an EMP id is never stored in the clear),
+// creating it at the first start. It is kept with the server's other
+// secrets, outside the workforce partition.
+func LoadWorkforceIndexKey(dir string, st store.Store) ([]byte, error) {
+	return loadSecret(dir, st, "workforce-index-key", WorkforceIndexKeyFile, "the workforce index key")
 }
 
 // loadSecret reads a 32-byte secret of the server, creating it once:
