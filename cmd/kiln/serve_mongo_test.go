@@ -17,7 +17,11 @@ import (
 func TestServeOnMongoDB(t *testing.T) {
 	uri := mongotest.URI(t)
 	prefix := mongotest.NewName()
-	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical"); mongotest.Drop(t, prefix+"_audit") })
+	t.Cleanup(func() {
+		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
+			mongotest.Drop(t, prefix+p)
+		}
+	})
 	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
 	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
 	addr, client, out, _ := startServe(t, "--mongodb-uri", uri, "--mongodb-database", prefix)

@@ -79,13 +79,19 @@ type authHarness struct {
 // the FHIR services (none: the clinical one at /fhir, as kiln serve).
 func newAuthHarness(t *testing.T, now func() time.Time, mounts ...app.Mount) *authHarness {
 	t.Helper()
+	return newAuthHarnessOn(t, app.Storage{DataDir: t.TempDir()}, now, mounts...)
+}
+
+// newAuthHarnessOn is newAuthHarness on storage (a data folder, which
+// holds the master key, and the stores' SQLite files or MongoDB).
+func newAuthHarnessOn(t *testing.T, storage app.Storage, now func() time.Time, mounts ...app.Mount) *authHarness {
+	t.Helper()
 	ctx := t.Context()
 	var clock *fakeClock
 	if now == nil {
 		clock = newFakeClock()
 		now = clock.Now
 	}
-	storage := app.Storage{DataDir: t.TempDir()}
 	// The master key the app will load, and the records it will find.
 	keyring, err := crypt.LoadKeyring(storage.DataDir, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
 	"github.com/kiln-fhir/kiln/internal/app"
 )
 
@@ -31,6 +32,23 @@ func TestWorkforcePartitionIsolation(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(h.app.Config().Storage.DataDir, app.PartitionWorkforce+".db")); err != nil {
 		t.Fatalf("the workforce partition has no store of its own: %v", err)
 	}
+	checkWorkforceIsolation(t, h)
+}
+
+// The same on MongoDB (make test-mongo): one database per partition.
+func TestWorkforcePartitionIsolationOnMongoDB(t *testing.T) {
+	uri := mongotest.URI(t)
+	prefix := mongotest.NewName()
+	t.Cleanup(func() {
+		for _, p := range []string{app.PartitionClinical, app.PartitionWorkforce, app.PartitionAudit} {
+			mongotest.Drop(t, prefix+"_"+p)
+		}
+	})
+	h := newAuthHarnessOn(t, app.Storage{DataDir: t.TempDir(), MongoURI: uri, MongoDatabase: prefix, MongoWriteConcern: "majority"}, nil)
+	checkWorkforceIsolation(t, h)
+}
+
+func checkWorkforceIsolation(t *testing.T, h *authHarness) {
 	seq := auditSeq(t, h)
 	wf := h.issue("", "workforce:read workforce:write")
 	clinical := h.issue("provider", "patients:read patients:write consultations:read consultations:write")
