@@ -324,7 +324,11 @@ func TestSecurityErasureOnMongoDB(t *testing.T) {
 	securitytest.Slow(t)
 	uri := mongotest.URI(t)
 	prefix := mongotest.NewName()
-	t.Cleanup(func() { mongotest.Drop(t, prefix+"_clinical"); mongotest.Drop(t, prefix+"_audit") })
+	t.Cleanup(func() {
+		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
+			mongotest.Drop(t, prefix+p)
+		}
+	})
 	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
 	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
 	data := t.TempDir()
