@@ -120,6 +120,11 @@ func commands() []command {
 			run: func(ctx context.Context, args []string, s stdio) error {
 				return runAuditHMAC(ctx, args, s.in, s.out, s.err)
 			}},
+		{name: "admin audit export", args: "--data DIR [--partition clinical|workforce] [--since DATE] [--out FILE]",
+			help: "write the audit records since DATE (YYYY-MM-DD, UTC), of one partition's\nFHIR service or all, as NDJSON, oldest first, each as stored in the chain",
+			run: func(ctx context.Context, args []string, s stdio) error {
+				return runAuditExport(ctx, args, s.out, s.err)
+			}},
 		{name: "admin token", args: `--data DIR [--base-url URL] [--scopes "…"]`,
 			help: "print an access token minted from the data folder's keys (every scope\nand role admin by default), for scripts and load tests",
 			run: func(ctx context.Context, args []string, s stdio) error {

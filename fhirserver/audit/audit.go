@@ -52,6 +52,7 @@ const (
 	SystemRole                = "https://kiln.example/fhir/CodeSystem/role"
 	SystemSubject             = "https://kiln.example/fhir/sid/subject"
 	SystemPlatformPath        = "https://kiln.example/fhir/sid/platform-path"
+	SystemPartition           = "https://kiln.example/fhir/CodeSystem/partition"
 	SystemAuditSourceType     = "http://terminology.hl7.org/CodeSystem/audit-source-type"
 	SystemAuditEntityType     = "http://terminology.hl7.org/CodeSystem/audit-entity-type"
 	SystemObjectRole          = "http://terminology.hl7.org/CodeSystem/object-role"
@@ -175,6 +176,10 @@ type Event struct {
 	// RequestID is the request's X-Request-Id, recorded as a BALP
 	// XrequestId entity.
 	RequestID string
+	// Partition is the partition whose FHIR service recorded the event
+	// ("clinical", "workforce"; empty for the issuer's events), a
+	// source.type coding of SystemPartition: audit exports select by it.
+	Partition string
 	// Purged, on a retention checkpoint (SubtypePurge), names the newest
 	// record the purge removes and its hash: Verify then accepts a chain
 	// that starts right after it.

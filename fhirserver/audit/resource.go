@@ -187,6 +187,9 @@ func (e Event) elements(src Source) []byte {
 		Observer: jsonReference{Display: src.Observer},
 		Type:     []jsonCoding{{System: SystemAuditSourceType, Code: auditSourceTypeAppServer, Display: "Application Server"}},
 	}
+	if e.Partition != "" {
+		ae.Source.Type = append(ae.Source.Type, jsonCoding{System: SystemPartition, Code: e.Partition})
+	}
 
 	obj := &jsonCoding{System: SystemAuditEntityType, Code: entityTypeSystemObject, Display: "System Object"}
 	switch {

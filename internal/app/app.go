@@ -163,7 +163,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 		return nil, err
 	}
 	for _, s := range a.Services {
-		if s.FHIR, err = NewFHIRServer(cfg, s.Mount, s.Store, cursorKey, trail{a}); err != nil {
+		if s.FHIR, err = NewFHIRServer(cfg, s.Mount, s.Store, cursorKey, trail{a: a, partition: s.Partition}); err != nil {
 			return nil, err
 		}
 	}

@@ -43,14 +43,19 @@ func authEvent(e auth.Event) audit.Event {
 	return ev
 }
 
-// trail is the FHIR services' Auditor: they record each interaction
-// themselves, once its outcome is known, into the app's Recorder (read
-// when the interaction ends: nil records nothing, for benchmarks). It
-// also counts, in the request's context, the interactions recorded for
-// the request, so that auditRefusals knows whether one was.
-type trail struct{ a *App }
+// trail is a FHIR service's Auditor: the service records each interaction
+// itself, once its outcome is known, into the app's Recorder (read when
+// the interaction ends: nil records nothing, for benchmarks), marked with
+// the service's partition. It also counts, in the request's context, the
+// interactions recorded for the request, so that auditRefusals knows
+// whether one was.
+type trail struct {
+	a         *App
+	partition string
+}
 
 func (t trail) Record(ctx context.Context, e audit.Event) error {
+	e.Partition = t.partition
 	if n, ok := ctx.Value(interactionsKey{}).(*atomic.Int32); ok {
 		n.Add(1)
 	}
@@ -93,7 +98,7 @@ func auditRefusals(a *App) mux.MiddlewareFunc {
 				return
 			}
 			ev := audit.Event{Subtype: subtypeOfMethod(r.Method), Status: sw.status, Entity: platformEntity(r),
-				RequestID: httpserver.RequestID(r.Context()), Agent: audit.Agent{Address: auth.ClientIP(r)}}
+				RequestID: httpserver.RequestID(r.Context()), Agent: audit.Agent{Address: auth.ClientIP(r)}, Partition: a.partitionOf(p)}
 			if pr, ok := auth.FromContext(r.Context()); ok {
 				ev.Agent.Who, ev.Agent.Role, ev.Agent.FHIRUser = pr.Subject, pr.Role, pr.FHIRUser
 				if pr.ClientID != "" {
@@ -103,6 +108,23 @@ func auditRefusals(a *App) mux.MiddlewareFunc {
 			_ = rec.Record(context.WithoutCancel(r.Context()), ev)
 		})
 	}
+}
+
+// partitionOf is the partition a refused request's path is about: the
+// FHIR service mounted at its longest matching base, /workforce for the
+// workforce endpoints, else the clinical partition (/patients, and the
+// paths no route knows).
+func (a *App) partitionOf(path string) string {
+	best, partition := 0, PartitionClinical
+	for _, s := range a.Services {
+		if (path == s.Base || strings.HasPrefix(path, s.Base+"/")) && len(s.Base) > best {
+			best, partition = len(s.Base), s.Partition
+		}
+	}
+	if best == 0 && (path == "/workforce" || strings.HasPrefix(path, "/workforce/")) {
+		partition = PartitionWorkforce
+	}
+	return partition
 }
 
 type statusWriter struct {
