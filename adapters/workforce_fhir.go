@@ -321,10 +321,20 @@ func (p Pack) NewScreeningOf(observation map[string]any, certifications []map[st
 // current.
 func (p Pack) ScreeningsOf(observations, certifications []map[string]any) []Screening {
 	var out []Screening
-	live := make([]map[string]any, 0, len(certifications))
+	// The current certifications by the Observation they name, so that
+	// each screening reads its own: linear in the two lists, not their
+	// product.
+	byScreening := map[string][]map[string]any{}
 	for _, d := range certifications {
-		if d["status"] == "current" {
-			live = append(live, d)
+		if d["status"] != "current" {
+			continue
+		}
+		ctx, _ := d["context"].(map[string]any)
+		for _, x := range asList(ctx["related"]) {
+			r, _ := x.(map[string]any)
+			if k := lastTwoSegments(str(r["reference"])); strings.HasPrefix(k, "Observation/") {
+				byScreening[k] = append(byScreening[k], d)
+			}
 		}
 	}
 	for _, o := range observations {
@@ -336,7 +346,7 @@ func (p Pack) ScreeningsOf(observations, certifications []map[string]any) []Scre
 		default:
 			continue
 		}
-		ns := p.NewScreeningOf(o, live)
+		ns := p.NewScreeningOf(o, byScreening["Observation/"+str(o["id"])])
 		if ns.MedicalStatus == "" {
 			continue // an outcome the formula does not know
 		}
@@ -349,6 +359,18 @@ func (p Pack) ScreeningsOf(observations, certifications []map[string]any) []Scre
 		})
 	}
 	return out
+}
+
+// lastTwoSegments is "Type/id" of a relative or absolute reference.
+func lastTwoSegments(ref string) string {
+	i := strings.LastIndexByte(ref, '/')
+	if i <= 0 {
+		return ""
+	}
+	if j := strings.LastIndexByte(ref[:i], '/'); j >= 0 {
+		return ref[j+1:]
+	}
+	return ref
 }
 
 func recordedAt(o map[string]any) time.Time {
