@@ -25,6 +25,11 @@ type NewScreening struct {
 	ExpiryDate     string   `json:"expiry_date"`
 	ScreeningDate  string   `json:"screening_date"`
 	ProviderName   string   `json:"provider_name"`
+	// Restrictions are the work restrictions of a fit-with-restrictions
+	// outcome (codes of the national work-restriction CodeSystem): the
+	// national profile requires at least one then (nat-ffw-1), and no
+	// other outcome has any.
+	Restrictions []string `json:"restrictions,omitempty"`
 }
 
 // Limits of a screening body.
@@ -94,6 +99,12 @@ func (s NewScreening) Validate(now time.Time) error {
 	}
 	if ed.Before(sd) {
 		return &FieldError{"expiry_date", fmt.Sprintf("%s is before screening_date %s", s.ExpiryDate, s.ScreeningDate)}
+	}
+	switch {
+	case s.MedicalStatus == MedicalFitWithRestrictions && len(s.Restrictions) == 0:
+		return &FieldError{"restrictions", "a fit-with-restrictions outcome names at least one work restriction (the national profile's nat-ffw-1)"}
+	case s.MedicalStatus != MedicalFitWithRestrictions && len(s.Restrictions) > 0:
+		return &FieldError{"restrictions", "only a fit-with-restrictions outcome has work restrictions"}
 	}
 	if len(s.Certifications) > MaxCertifications {
 		return &FieldError{"certifications", fmt.Sprintf("%d certifications; at most %d", len(s.Certifications), MaxCertifications)}

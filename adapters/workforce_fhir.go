@@ -209,7 +209,8 @@ type ScreeningIDs struct {
 // effectiveDateTime = screening_date; issued = recordedAt (UTC, the
 // recorded time that orders screenings of one day); performer = [{display:
 // provider_name}]; valueCodeableConcept = the outcome (unfit →
-// permanently-unfit); a valid-until component = expiry_date.
+// permanently-unfit); a valid-until component = expiry_date; a
+// work-restriction component per restriction.
 //
 // Each DocumentReference: meta.profile WorkforceCertification; status
 // current; type = the certification-type coding when the name resolves to
@@ -249,6 +250,12 @@ func (p Pack) ScreeningResources(r *Requirements, s NewScreening, patientID stri
 			"code":          concept(coding(wo, "valid-until", "Valid until")),
 			"valueDateTime": s.ExpiryDate,
 		}},
+	}
+	for _, code := range s.Restrictions {
+		obs["component"] = append(obs["component"].([]any), jsonObject{
+			"code":                 concept(coding(wo, "work-restriction", "Work restriction")),
+			"valueCodeableConcept": concept(coding(p.codeSystem("work-restriction"), code, "")),
+		})
 	}
 	observation = marshal(obs)
 	for i, name := range s.Certifications {
@@ -294,8 +301,13 @@ func (p Pack) NewScreeningOf(observation map[string]any, certifications []map[st
 	s.ScreeningDate = datePart(str(observation["effectiveDateTime"]))
 	for _, x := range asList(observation["component"]) {
 		c, _ := x.(map[string]any)
-		if hasCoding(c["code"], p.codeSystem("workforce-observation"), "valid-until") {
+		switch {
+		case hasCoding(c["code"], p.codeSystem("workforce-observation"), "valid-until"):
 			s.ExpiryDate = datePart(str(c["valueDateTime"]))
+		case hasCoding(c["code"], p.codeSystem("workforce-observation"), "work-restriction"):
+			if r := codeIn(c["valueCodeableConcept"], p.codeSystem("work-restriction")); r != "" {
+				s.Restrictions = append(s.Restrictions, r)
+			}
 		}
 	}
 	if perf := asList(observation["performer"]); len(perf) > 0 {

@@ -47,6 +47,11 @@ func TestNewScreeningValidate(t *testing.T) {
 	if err := good.Validate(now); err != nil {
 		t.Fatalf("a screening today (UTC) that expires the same day: %v", err)
 	}
+	restricted := good
+	restricted.MedicalStatus, restricted.Restrictions = MedicalFitWithRestrictions, []string{"day-shift-only"}
+	if err := restricted.Validate(now); err != nil {
+		t.Fatalf("fit with a restriction named: %v", err)
+	}
 	many := make([]string, MaxCertifications+1)
 	for i := range many {
 		many[i] = "H2S"
@@ -65,6 +70,9 @@ func TestNewScreeningValidate(t *testing.T) {
 		{"one-digit month", func(s *NewScreening) { s.ExpiryDate = "2026-3-01" }, "expiry_date", "not a date"},
 		{"tomorrow in UTC", func(s *NewScreening) { s.ScreeningDate, s.ExpiryDate = "2026-03-01", "2027-03-01" }, "screening_date", "in the future"},
 		{"expiry before screening", func(s *NewScreening) { s.ExpiryDate = "2026-02-27" }, "expiry_date", "before screening_date"},
+		{"fit with restrictions, none named", func(s *NewScreening) { s.MedicalStatus = MedicalFitWithRestrictions }, "restrictions", "nat-ffw-1"},
+		{"restrictions of a fit outcome", func(s *NewScreening) { s.Restrictions = []string{"day-shift-only"} }, "restrictions", "only a fit-with-restrictions"},
+
 		{"101 certifications", func(s *NewScreening) { s.Certifications = many }, "certifications", "at most 100"},
 		{"a name of 201 characters", func(s *NewScreening) { s.Certifications = []string{"H2S", strings.Repeat("é", 201)} }, "certifications[1]", "201 characters; at most 200"},
 		{"a blank name", func(s *NewScreening) { s.Certifications = []string{" "} }, "certifications[0]", "blank"},

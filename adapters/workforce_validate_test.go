@@ -60,9 +60,6 @@ func TestWorkforceResourcesMeetProfiles(t *testing.T) {
 				t.Fatalf("%s[%d]: %v", base, i, err)
 			}
 			for _, is := range r.Issues {
-				if known := base == "screening-restricted.observation.json" && is.Rule == "nat-ffw-1"; known {
-					continue
-				}
 				if is.Severity == "error" || is.Severity == "fatal" {
 					t.Errorf("%s[%d]: %s %s at %s: %s (%s)", base, i, is.Severity, is.Rule, is.Expression, is.Message, is.Profile)
 				}

@@ -208,7 +208,7 @@ var operations = map[string]operation{
 		description: "Stores a FitnessForWorkObservation (outcome, effective = screening_date, performer = provider_name, a valid-until component = expiry_date) and one WorkforceCertification DocumentReference per certification, valid from screening_date through expiry_date.",
 		security:    bearerScopes("workforce:write"), request: schemaScreeningCreate,
 		ok: "201", okSchemas: []string{schemaScreeningRecorded},
-		errors: map[string]string{"400": "Malformed request: bad JSON, an unknown field, a medical_status that is not one of the four outcomes (the message lists them), an invalid date, a screening_date in the future, an expiry_date before the screening_date, more than 100 certifications or a name over 200 characters; details names the field.",
+		errors: map[string]string{"400": "Malformed request: bad JSON, an unknown field, a medical_status that is not one of the four outcomes (the message lists them), fit-with-restrictions without restrictions (or restrictions with another outcome), an invalid date, a screening_date in the future, an expiry_date before the screening_date, more than 100 certifications or a name over 200 characters; details names the field.",
 			"401": "", "403": "", "404": "No worker with this employee_id.", "413": "", "415": "",
 			"422": "The FHIR resources fail the national profiles."},
 	},

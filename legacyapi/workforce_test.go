@@ -17,6 +17,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/profiles/national"
 )
 
 // testTag is a blind tag under a fixed test key.
@@ -372,5 +373,48 @@ func TestWorkforceRequirementsFile(t *testing.T) {
 	}
 	if _, err := WorkforceRequirements(example); err != nil {
 		t.Errorf("the documented example: %v", err)
+	}
+}
+
+// A fit-with-restrictions screening names its work restrictions (the
+// national profile's nat-ffw-1): stored as components, scored with F =
+// 0.5; without any, or with a code the national CodeSystem lacks, a 400.
+func TestWorkforceRestrictions(t *testing.T) {
+	e := newEnv(t)
+	e.mustStatus(e.do("POST", "/workforce", workerBody("EMP-21"), wfWriter...), http.StatusCreated)
+	restricted := func(codes ...string) []byte {
+		b, _ := json.Marshal(map[string]any{"medical_status": "fit-with-restrictions", "screening_date": "2026-11-20", "expiry_date": "2099-01-01",
+			"provider_name": "Clinic", "certifications": []string{"OEUK Medical", "BOSIET", "H2S"}, "restrictions": codes})
+		return b
+	}
+	e.expectError(e.do("POST", "/workforce/EMP-21/screening", screeningBody("fit-with-restrictions", "2026-11-20", "2027-11-19"), wfWriter...), 400, "invalid_body", "restrictions")
+	e.expectError(e.do("POST", "/workforce/EMP-21/screening", restricted("no-swimming"), wfWriter...), 400, "invalid_body", "restrictions[0]")
+	e.mustStatus(e.do("POST", "/workforce/EMP-21/screening", restricted("no-work-at-height", "day-shift-only"), wfWriter...), http.StatusCreated)
+	if c := e.compliance("EMP-21"); c.Status != adapters.WorkerFitWithRestrictions || !c.CertificationsValid || c.ComplianceScore != 75 {
+		t.Errorf("compliance %+v", c)
+	}
+}
+
+// The schema's restriction codes are the national CodeSystem's.
+func TestRestrictionCodesAreTheNationalOnes(t *testing.T) {
+	cs, err := national.Files.ReadFile("CodeSystem-work-restriction.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	concepts, err := adapters.ConceptsOf(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []any
+	for _, c := range concepts {
+		want = append(want, c.Code)
+	}
+	sch, err := loadSchemas(time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sch.docs[schemaScreeningCreate]["properties"].(map[string]any)["restrictions"].(map[string]any)["items"].(map[string]any)["enum"]
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("schema enum %v, CodeSystem %v", got, want)
 	}
 }
