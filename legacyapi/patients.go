@@ -155,18 +155,24 @@ func (a *API) getPatient(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) searchDecoded(r *http.Request, typ string, params url.Values, limit int) ([]map[string]any, error) {
-	return a.searchIn(r, a.cfg.FHIR, typ, params, limit)
+	return a.searchIn(r, a.cfg.FHIR, typ, params, limit, nil)
 }
 
-// searchIn runs a search on fhir and decodes the matches.
-func (a *API) searchIn(r *http.Request, fhir FHIR, typ string, params url.Values, limit int) ([]map[string]any, error) {
+// searchIn runs a search on fhir and decodes the matches: the root
+// elements keep accepts (nil: all).
+func (a *API) searchIn(r *http.Request, fhir FHIR, typ string, params url.Values, limit int, keep func(string) bool) ([]map[string]any, error) {
 	vs, err := fhir.SearchAll(r.Context(), typ, params, limit)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]map[string]any, 0, len(vs))
 	for _, v := range vs {
-		m, err := decode(v)
+		var m map[string]any
+		if keep != nil {
+			m, err = fhirjson.DecodeMembers(v.Body, keep)
+		} else {
+			m, err = decode(v)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -364,6 +364,25 @@ func (a *API) recordScreening(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, a.pack.ScreeningRecordedOf(stored, emp), "")
 }
 
+// complianceElements are the elements of each type that the compliance
+// formula reads (adapters.ScreeningsOf): only these are decoded.
+var complianceElements = map[string]func(string) bool{
+	"Observation": func(n string) bool {
+		switch n {
+		case "id", "meta", "status", "code", "effectiveDateTime", "issued", "performer", "valueCodeableConcept", "component":
+			return true
+		}
+		return false
+	},
+	"DocumentReference": func(n string) bool {
+		switch n {
+		case "id", "status", "type", "context":
+			return true
+		}
+		return false
+	},
+}
+
 // compliance is GET /workforce/{id}/compliance (workforce:read): computed
 // at every request from the worker's stored Patient, Observations and
 // certification DocumentReferences (adapters.ComplianceAnswerOf); no
@@ -389,7 +408,7 @@ func (a *API) compliance(w http.ResponseWriter, r *http.Request) {
 	subject := url.Values{"subject": {"Patient/" + worker.ID}}
 	var lists [2][]map[string]any
 	for i, typ := range []string{"Observation", "DocumentReference"} {
-		list, err := a.searchIn(r, a.cfg.Workforce.FHIR, typ, subject, maxWorkerRecords+1)
+		list, err := a.searchIn(r, a.cfg.Workforce.FHIR, typ, subject, maxWorkerRecords+1, complianceElements[typ])
 		if err != nil {
 			a.fail(w, r, err)
 			return

@@ -40,6 +40,10 @@ type decoder struct {
 	depth int
 	err   error
 
+	// keep, when set, selects the root object's members to decode; the
+	// others are skipped (DecodeMembers).
+	keep func(name string) bool
+
 	members []pendingMember // members of the open objects, innermost last
 	elems   []any           // elements of the open arrays, innermost last
 	buf     []byte          // decoded strings with escapes
@@ -70,7 +74,7 @@ func (d *decoder) release() {
 	clear(d.members)
 	clear(d.elems)
 	d.members, d.elems, d.buf = d.members[:0], d.elems[:0], d.buf[:0]
-	d.data, d.err, d.depth = nil, nil, 0
+	d.data, d.err, d.depth, d.keep = nil, nil, 0, nil
 	if cap(d.members) > 4096 || cap(d.elems) > 4096 || cap(d.buf) > 64<<10 {
 		return
 	}
@@ -198,11 +202,17 @@ func (d *decoder) object() (map[string]any, bool) {
 		}
 		d.pos++
 		d.skipWS()
-		val, ok := d.value()
-		if !ok {
-			return nil, false
+		if d.keep != nil && d.depth == 1 && !d.keep(key) {
+			if !d.skip() {
+				return nil, false
+			}
+		} else {
+			val, ok := d.value()
+			if !ok {
+				return nil, false
+			}
+			d.members = append(d.members, pendingMember{key, val})
 		}
-		d.members = append(d.members, pendingMember{key, val})
 		more, ok := d.separator('}', "an object", "an object member")
 		if !ok {
 			return nil, false
