@@ -50,7 +50,7 @@ func NewBlindKeys(keys map[uint32][]byte) (*BlindKeys, error) {
 			return nil, fmt.Errorf("sealed: blind-index key %d is %d bytes, want %d", id, len(key), BlindKeySize)
 		}
 		k := slices.Clone(key)
-		b.macs[id] = &sync.Pool{New: func() any { return hmac.New(sha256.New, k) }}
+		b.macs[id] = &sync.Pool{New: func() any { return &tagger{mac: hmac.New(sha256.New, k)} }}
 		b.ids = append(b.ids, id)
 		b.current = max(b.current, id)
 	}
@@ -64,6 +64,15 @@ func (b *BlindKeys) CurrentID() uint32 { return b.current }
 // IDs lists the ids of the ring's keys, ascending.
 func (b *BlindKeys) IDs() []uint32 { return slices.Clone(b.ids) }
 
+// tagger is one HMAC of a blind-index key with its scratch space: the
+// message and the sum are built in place (a resource has tens of keys,
+// each tagged on every write).
+type tagger struct {
+	mac hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
 // tag is the blind form of the plain index key k ("param\x1fvalue")
 // under key id: "param\x1f~id~tag". The parameter code stays readable (a
 // search parameter's name, no data); the tag covers the whole of k, so
@@ -71,22 +80,25 @@ func (b *BlindKeys) IDs() []uint32 { return slices.Clone(b.ids) }
 func (b *BlindKeys) tag(id uint32, k string) string {
 	param, _, _ := strings.Cut(k, keySep)
 	pool := b.macs[id]
-	mac := pool.Get().(hash.Hash)
-	mac.Reset()
-	mac.Write([]byte(blindDomain))
-	mac.Write([]byte(k))
-	var sum [sha256.Size]byte
-	mac.Sum(sum[:0])
-	pool.Put(mac)
-
-	out := make([]byte, 0, len(param)+len(keySep)+2*len(tagMark)+10+base64.RawURLEncoding.EncodedLen(tagBytes))
-	out = append(out, param...)
-	out = append(out, keySep...)
-	out = append(out, tagMark...)
-	out = strconv.AppendUint(out, uint64(id), 10)
-	out = append(out, tagMark...)
-	out = base64.RawURLEncoding.AppendEncode(out, sum[:tagBytes])
-	return string(out)
+	tg := pool.Get().(*tagger)
+	tg.buf = append(append(tg.buf[:0], blindDomain...), k...)
+	tg.mac.Reset()
+	tg.mac.Write(tg.buf)
+	sum := tg.mac.Sum(tg.sum[:0])
+	var enc [22]byte // base64.RawURLEncoding.EncodedLen(tagBytes)
+	base64.RawURLEncoding.Encode(enc[:], sum[:tagBytes])
+	pool.Put(tg)
+	var idText [10]byte
+	idDigits := strconv.AppendUint(idText[:0], uint64(id), 10)
+	var out strings.Builder
+	out.Grow(len(param) + len(keySep) + 2*len(tagMark) + len(idDigits) + len(enc))
+	out.WriteString(param)
+	out.WriteString(keySep)
+	out.WriteString(tagMark)
+	out.Write(idDigits)
+	out.WriteString(tagMark)
+	out.Write(enc[:])
+	return out.String()
 }
 
 // TagKeyID reports the id of the blind-index key a stored index key was
