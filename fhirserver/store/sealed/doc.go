@@ -43,6 +43,11 @@
 // other id (Patient/EMP-1, an absolute URL, a versioned reference) is
 // blinded like the rest: found by equality, not followed.
 //
+// Resource types, ids, version numbers and timestamps are stored in
+// plain, as every store keys versions by them. With Config.OnlyOpaqueIDs
+// a Put under an id that is not opaque is refused (400), so an id a
+// client chose (an update creating Patient/EMP-1) never reaches the disk.
+//
 // Date and number rows and sort values would reveal the values, so only
 // the date rows of _lastUpdated are kept (the version's own timestamp,
 // which the store keeps in plain), and sort rows keep the parameter but

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
+	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -27,6 +29,10 @@ type Config struct {
 	// by the server). Only references to such ids stay plain in the index
 	// (see the package documentation). Nil: IsUUID, the server's own ids.
 	OpaqueID func(id string) bool
+	// OnlyOpaqueIDs makes Put refuse, with a 400, a resource whose id
+	// OpaqueID rejects: ids are stored in plain, so an id a client chose
+	// (an update that creates Patient/EMP-1) would put its text on disk.
+	OnlyOpaqueIDs bool
 }
 
 // New wraps inner so that what it stores of the partition is sealed and
@@ -46,7 +52,7 @@ func New(inner store.Store, cfg Config) (store.Store, error) {
 	case cfg.Blind == nil:
 		return nil, errors.New("sealed: no blind-index keys")
 	}
-	p := &params{partition: cfg.Partition, ring: cfg.Keyring, blind: cfg.Blind, opaque: cfg.OpaqueID}
+	p := &params{partition: cfg.Partition, ring: cfg.Keyring, blind: cfg.Blind, opaque: cfg.OpaqueID, onlyOpaque: cfg.OnlyOpaqueIDs}
 	if p.opaque == nil {
 		p.opaque = IsUUID
 	}
@@ -56,10 +62,11 @@ func New(inner store.Store, cfg Config) (store.Store, error) {
 
 // params are the immutable settings every view of the store shares.
 type params struct {
-	partition string
-	ring      *crypt.Keyring
-	blind     *BlindKeys
-	opaque    func(string) bool
+	partition  string
+	ring       *crypt.Keyring
+	blind      *BlindKeys
+	opaque     func(string) bool
+	onlyOpaque bool
 }
 
 // Additional data of the sealed values: length-prefixed parts (a 4-byte
@@ -257,6 +264,10 @@ func (v view) Search(ctx context.Context, q *search.Query) (*store.SearchPage, e
 }
 
 func (v view) Put(ctx context.Context, w store.Write) error {
+	if v.p.onlyOpaque && w.ID != "" && !v.p.opaque(w.ID) {
+		return outcome.New(http.StatusBadRequest, "not-supported",
+			"the encrypted partition stores resources under ids the server assigns only: create the resource with POST")
+	}
 	sw, err := v.p.sealWrite(w, w.Check)
 	if err != nil {
 		return err

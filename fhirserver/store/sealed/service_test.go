@@ -159,3 +159,28 @@ func TestFHIRService(t *testing.T) {
 		t.Errorf("canaries readable in the data folder: %v", hits)
 	}
 }
+
+// TestOnlyOpaqueIDs: with OnlyOpaqueIDs an update that would create a
+// resource under an id the client chose is refused (400) and stores
+// nothing, so the id never reaches the disk; creates get UUIDs.
+func TestOnlyOpaqueIDs(t *testing.T) {
+	dir := t.TempDir()
+	cfg := newTestKeys(t).config("workforce")
+	cfg.OnlyOpaqueIDs = true
+	st, _ := sealedSQLite(t, dir, cfg)
+	f := newFHIRService(t, st)
+	status, oo := f.do("PUT", "/Patient/"+canaryEMP, `{"resourceType":"Patient","id":"`+canaryEMP+`"}`)
+	if status != http.StatusBadRequest || oo["resourceType"] != "OperationOutcome" {
+		t.Errorf("PUT under a chosen id: %d %v, want a 400 OperationOutcome", status, oo)
+	}
+	if status, _ := f.do("GET", "/Patient/"+canaryEMP, ""); status != http.StatusNotFound {
+		t.Errorf("GET after the refused PUT: %d, want 404", status)
+	}
+	id := f.create(`{"resourceType":"Patient","identifier":[{"system":"` + empSystem + `","value":"` + canaryEMP + `"}]}`)
+	if status, _ := f.do("PUT", "/Patient/"+id, `{"resourceType":"Patient","id":"`+id+`","active":true}`); status != http.StatusOK {
+		t.Errorf("update under the assigned id: %d", status)
+	}
+	if hits := canaryHits(t, dir); len(hits) > 0 {
+		t.Errorf("canaries readable in the data folder: %v", hits)
+	}
+}
