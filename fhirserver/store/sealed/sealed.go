@@ -104,12 +104,12 @@ func (p *params) bodyAD(typ, id string, version int64) []byte {
 // here, before its body is sealed (a sealed empty body is not empty).
 func (p *params) sealWrite(w store.Write, check func() error) (store.Write, error) {
 	if err := check(); err != nil {
-		return w, fmt.Errorf("sealed store: %w", err)
+		return store.Write{}, fmt.Errorf("sealed store: %w", err)
 	}
 	if !w.Deleted {
 		sealed, err := p.ring.Seal(w.Body, p.bodyAD(w.Type, w.ID, w.Version))
 		if err != nil {
-			return w, fmt.Errorf("sealed store: seal %s/%s version %d: %w", w.Type, w.ID, w.Version, err)
+			return store.Write{}, fmt.Errorf("sealed store: seal %s/%s version %d: %w", w.Type, w.ID, w.Version, err)
 		}
 		w.Body = sealed
 	}
