@@ -44,7 +44,7 @@ test-mongo:
 	  exit 2; fi
 	@rm -f $(NOT_RUN)
 	@status=0; KILN_TEST_STORE=mongo KILN_NOT_RUN=$(NOT_RUN) MONGODB_URI='$(MONGODB_URI)' \
-	  $(GO) test -count=1 ./fhirserver/store/mongo/... ./fhirserver/ ./cmd/kiln/ || status=$$?; \
+	  $(GO) test -count=1 ./fhirserver/store/mongo/... ./fhirserver/store/sealed/ ./fhirserver/ ./cmd/kiln/ || status=$$?; \
 	  $(GO) test -count=1 -run 'OnMongoDB' ./internal/app/ || status=$$?; \
 	  if [ -s $(NOT_RUN) ]; then cat $(NOT_RUN); rm -f $(NOT_RUN); fi; exit $$status
 

@@ -72,11 +72,18 @@ type claim struct {
 	Done bool      `json:"done,omitempty"`
 }
 
-// newOpaqueID is a random resource id: 128 bits, hex.
+// newOpaqueID is a random resource id: a UUID (version 4), the form of
+// the ids the server assigns, which the sealed partition keeps in its
+// index as references (store/sealed: only such ids are accepted there).
+// Version 4, not the time-ordered version 7 of the server's own ids: a
+// worker's ids tell nothing of when they were made.
 func newOpaqueID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
+	var u [16]byte
+	rand.Read(u[:])         // never fails (crypto/rand, Go ≥ 1.24)
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	h := hex.EncodeToString(u[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // badBody answers a body value the adapters refused: 400 naming the

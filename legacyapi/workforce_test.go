@@ -17,6 +17,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/adapters"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sealed"
 	"github.com/kiln-fhir/kiln/profiles/national"
 )
 
@@ -141,7 +142,7 @@ func TestWorkforceIDsAreOpaque(t *testing.T) {
 			t.Errorf("%d %s, want 1", len(vs), typ)
 		}
 		for _, v := range vs {
-			if len(v.ID) != 32 || strings.Contains(strings.ToUpper(v.ID), "EMP") {
+			if !sealed.IsUUID(v.ID) || v.ID[14] != '4' || strings.Contains(strings.ToUpper(v.ID), "EMP") {
 				t.Errorf("%s id %q is not an opaque random id", typ, v.ID)
 			}
 		}

@@ -118,9 +118,12 @@ func canaryForms(value string) map[string][]byte {
 	return forms
 }
 
+// canaries are distinctive values by what they stand for.
+type canaries interface{ values() map[string]string }
+
 // canaryHits lists where blob (named where) holds a form of a canary,
 // compared case-insensitively: one line per value, with its forms found.
-func canaryHits(where string, blob []byte, c canaryPatient) []string {
+func canaryHits(where string, blob []byte, c canaries) []string {
 	low := bytes.ToLower(blob)
 	var hits []string
 	for what, v := range c.values() {
@@ -140,7 +143,7 @@ func canaryHits(where string, blob []byte, c canaryPatient) []string {
 }
 
 // sweepFolder reads every file under dir, whatever it is.
-func sweepFolder(t *testing.T, dir string, c canaryPatient) []string {
+func sweepFolder(t *testing.T, dir string, c canaries) []string {
 	t.Helper()
 	var hits []string
 	files := 0
@@ -341,6 +344,16 @@ func TestSecurityErasureOnMongoDB(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	sweepMongo(t, uri, c, prefix+"_clinical", prefix+"_audit")
+	for _, h := range append(canaryHits("log", []byte(out.String()), c), sweepFolder(t, data, c)...) {
+		t.Error(h)
+	}
+}
+
+// sweepMongo reads every document of every collection of the databases
+// at uri, as BSON, and fails the test for each canary found.
+func sweepMongo(t *testing.T, uri string, c canaries, dbs ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	mc, err := mongo.Connect(options.Client().ApplyURI(uri))
@@ -349,7 +362,7 @@ func TestSecurityErasureOnMongoDB(t *testing.T) {
 	}
 	defer mc.Disconnect(ctx)
 	docs := 0
-	for _, db := range []string{prefix + "_clinical", prefix + "_audit"} {
+	for _, db := range dbs {
 		names, err := mc.Database(db).ListCollectionNames(ctx, bson.D{})
 		if err != nil {
 			t.Fatal(err)
@@ -373,8 +386,5 @@ func TestSecurityErasureOnMongoDB(t *testing.T) {
 	}
 	if docs < 10 {
 		t.Fatalf("only %d documents read: the sweep would prove nothing", docs)
-	}
-	for _, h := range append(canaryHits("log", []byte(out.String()), c), sweepFolder(t, data, c)...) {
-		t.Error(h)
 	}
 }

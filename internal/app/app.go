@@ -8,6 +8,7 @@ package app
 import (
 	"context"
 	"crypto/hmac"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -79,6 +80,10 @@ type Mount struct {
 	Base string
 	// Authorizer is the service's policy.
 	Authorizer fhirserver.Authorizer
+	// Sealed encrypts the partition at rest (fhirserver/store/sealed):
+	// bodies and record values sealed under the partition's own keys,
+	// the index blinded, searches it cannot answer refused.
+	Sealed bool
 }
 
 // Clinical is the clinical partition's FHIR service at /fhir.
@@ -89,7 +94,7 @@ func Clinical() Mount {
 // Workforce is the workforce partition's FHIR service at /workforce/fhir,
 // under the workforce scopes only; the /workforce endpoints adapt it.
 func Workforce() Mount {
-	return Mount{Partition: PartitionWorkforce, Base: "/workforce/fhir", Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionWorkforce}}
+	return Mount{Partition: PartitionWorkforce, Base: "/workforce/fhir", Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionWorkforce}, Sealed: true}
 }
 
 // Service is a mounted FHIR service.
@@ -97,6 +102,8 @@ type Service struct {
 	Mount
 	Store Store
 	FHIR  *fhirserver.Server
+	// keys are a sealed partition's keys (nil for a plain one).
+	keys *partitionKeys
 }
 
 // App is the server of one configuration. `kiln serve` serves Handler;
@@ -139,18 +146,18 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 			a.Close()
 		}
 	}()
-	for _, m := range cfg.FHIR {
-		st, err := OpenStore(ctx, cfg.Storage, m.Partition)
-		if err != nil {
-			return nil, err
-		}
-		a.Services = append(a.Services, &Service{Mount: m, Store: st})
-	}
-	a.Store = a.Services[0].Store
 	keyring, err := crypt.LoadKeyring(cfg.Storage.DataDir, cfg.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("the master key: %w", err)
 	}
+	for _, m := range cfg.FHIR {
+		s, err := openService(ctx, cfg.Storage, m, keyring)
+		if err != nil {
+			return nil, err
+		}
+		a.Services = append(a.Services, s)
+	}
+	a.Store = a.Services[0].Store
 	if a.Auth, err = auth.NewService(ctx, auth.Config{Records: a.Store, Sealer: keyring, Issuer: cfg.BaseURL,
 		Audience: cfg.BaseURL + cfg.FHIR[0].Base, FHIRBases: a.FHIRBases(), Now: cfg.Now}); err != nil {
 		return nil, err
@@ -187,6 +194,35 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	a.Handler = a.Routes()
 	return a, nil
+}
+
+// openService opens a mount's store, sealed when the mount says so.
+// Its records, the search index version's among them, are read and
+// written through the seal, the partition's keys apart.
+func openService(ctx context.Context, storage Storage, m Mount, master *crypt.Keyring) (*Service, error) {
+	if !m.Sealed {
+		st, err := OpenStore(ctx, storage, m.Partition)
+		if err != nil {
+			return nil, err
+		}
+		return &Service{Mount: m, Store: st}, nil
+	}
+	st, err := openStore(ctx, storage, m.Partition)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{Mount: m, Store: st}
+	if s.keys, _, err = loadPartitionKeys(ctx, st, master, m.Partition); err == nil {
+		s.Store, err = sealStore(st, m.Partition, s.keys)
+	}
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	if s.Store, err = markNewIndex(ctx, s.Store); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // trustIssuers adds the configured external OpenID providers.
@@ -274,18 +310,19 @@ func (a *App) newPlatformAPI() (*legacyapi.API, error) {
 // workforceAPI configures the /workforce endpoints over the workforce
 // partition's service, when one is mounted (nil otherwise: the routes are
 // left out). Its claim records are named by HMAC tags under the
-// workforce index key.
+// partition's claim key.
 func (a *App) workforceAPI() (*legacyapi.Workforce, error) {
 	i := slices.IndexFunc(a.Services, func(s *Service) bool { return s.Partition == PartitionWorkforce })
 	if i < 0 {
 		return nil, nil
 	}
 	s := a.Services[i]
-	key, err := LoadWorkforceIndexKey(a.cfg.Storage.DataDir, a.Store)
-	if err != nil {
-		return nil, err
+	if s.keys == nil {
+		return nil, errors.New("the workforce partition must be sealed: its claim records are named by tags under its keys")
 	}
+	key := s.keys.Claim
 	req := a.cfg.WorkforceRequirements
+	var err error
 	if req == nil {
 		if req, err = legacyapi.WorkforceRequirements(nil); err != nil {
 			return nil, err

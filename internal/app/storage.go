@@ -80,16 +80,27 @@ func openPartition[T any](ctx context.Context, s Storage, partition, what string
 // A new store (no resource yet) is marked as indexed by this version's
 // string fold, so that it never needs a reindex for it.
 func OpenStore(ctx context.Context, s Storage, partition string) (Store, error) {
+	st, err := openStore(ctx, s, partition)
+	if err != nil {
+		return nil, err
+	}
+	return markNewIndex(ctx, st)
+}
+
+// openStore opens a partition's store as it is on disk.
+func openStore(ctx context.Context, s Storage, partition string) (Store, error) {
 	what := "store"
 	if partition != PartitionClinical {
 		what = partition + " store"
 	}
-	st, err := openPartition(ctx, s, partition, what,
+	return openPartition(ctx, s, partition, what,
 		func(ctx context.Context, c mongo.Config) (Store, error) { return mongo.Open(ctx, c) },
 		func(ctx context.Context, path string) (Store, error) { return sqlite.Open(ctx, path) })
-	if err != nil {
-		return nil, err
-	}
+}
+
+// markNewIndex marks a store with no resource yet as indexed by this
+// version's string fold (fhirserver.MarkNewIndex); it closes st on error.
+func markNewIndex(ctx context.Context, st Store) (Store, error) {
 	if err := fhirserver.MarkNewIndex(ctx, st); err != nil {
 		st.Close()
 		return nil, err
@@ -121,18 +132,6 @@ const AuditQueryKeyFile = "audit-query.key"
 // no longer be confirmed (docs/erasure.md).
 func LoadAuditQueryKey(dir string, st store.Store) ([]byte, error) {
 	return loadSecret(dir, st, "audit-query-key", AuditQueryKeyFile, "the audit query key")
-}
-
-// WorkforceIndexKeyFile is the workforce index key's file in the data
-// folder.
-const WorkforceIndexKeyFile = "workforce-index.key"
-
-// LoadWorkforceIndexKey reads the key of the tags that name the workforce
-// partition's claim records (an EMP id is never stored in the clear),
-// creating it at the first start. It is kept with the server's other
-// secrets, outside the workforce partition.
-func LoadWorkforceIndexKey(dir string, st store.Store) ([]byte, error) {
-	return loadSecret(dir, st, "workforce-index-key", WorkforceIndexKeyFile, "the workforce index key")
 }
 
 // loadSecret reads a 32-byte secret of the server, creating it once:
