@@ -63,7 +63,9 @@ func TestAuditExportWorkforce(t *testing.T) {
 		n++
 		var ev struct {
 			ResourceType string
-			Source       struct{ Type []struct{ System, Code string } }
+			Source       struct {
+				Type []struct{ System, Code string }
+			}
 		}
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.ResourceType != "AuditEvent" {
 			t.Fatalf("line %d is not an AuditEvent: %v %s", n, err, sc.Bytes())

@@ -8,9 +8,9 @@ package app
 import (
 	"context"
 	"crypto/hmac"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
