@@ -132,6 +132,31 @@ func (a *API) beginIdempotent(w http.ResponseWriter, r *http.Request, records Re
 	}
 }
 
+// createOnce answers a POST that creates something: create runs once per
+// Idempotency-Key (when the request has one, reserved in records per
+// caller subject; canon is the request's canonical body), and its answer,
+// 201 with body and Location, is kept for the key's retries.
+func (a *API) createOnce(w http.ResponseWriter, r *http.Request, records Records, subject string, canon []byte,
+	create func(ctx context.Context) (body []byte, location string, err error)) {
+	ctx := r.Context()
+	var idem *idempotent
+	if key, present := r.Header["Idempotency-Key"]; present {
+		var done bool
+		idem, done = a.beginIdempotent(w, r, records, subject, key, canon)
+		if done {
+			return
+		}
+	}
+	body, location, err := create(ctx)
+	if err != nil {
+		idem.abandon(ctx)
+		a.fail(w, r, err)
+		return
+	}
+	idem.complete(ctx, http.StatusCreated, body, location)
+	writeRaw(w, http.StatusCreated, body, location)
+}
+
 // complete keeps the answer for the key's retries. A failure to keep it
 // is logged: the request itself succeeded.
 func (x *idempotent) complete(ctx context.Context, status int, body []byte, location string) {

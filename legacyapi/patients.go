@@ -1,6 +1,7 @@
 package legacyapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -71,25 +72,14 @@ func (a *API) createPatient(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteError(w, http.StatusBadRequest, "invalid_body", "the body does not match the "+schemaPatientCreate+" schema")
 		return
 	}
-	ctx := r.Context()
-	var idem *idempotent
-	if key, present := r.Header["Idempotency-Key"]; present {
-		var done bool
-		idem, done = a.beginIdempotent(w, r, a.cfg.Records, p.Subject, key, canon)
-		if done {
-			return
+	a.createOnce(w, r, a.cfg.Records, p.Subject, canon, func(context.Context) ([]byte, string, error) {
+		created, err := a.newPatient(r, in)
+		if err != nil {
+			return nil, "", err
 		}
-	}
-	created, err := a.newPatient(r, in)
-	if err != nil {
-		idem.abandon(ctx)
-		a.fail(w, r, err)
-		return
-	}
-	body, _ := json.Marshal(created)
-	location := "/patients/" + created.PatientID
-	idem.complete(ctx, http.StatusCreated, body, location)
-	writeRaw(w, http.StatusCreated, body, location)
+		body, err := json.Marshal(created)
+		return body, "/patients/" + created.PatientID, err
+	})
 }
 
 func (a *API) newPatient(r *http.Request, in adapters.NewPatient) (*patientCreated, error) {

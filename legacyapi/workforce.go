@@ -124,24 +124,10 @@ func (a *API) registerWorker(w http.ResponseWriter, r *http.Request) {
 		badBody(w, err)
 		return
 	}
-	ctx := r.Context()
-	var idem *idempotent
-	if key, present := r.Header["Idempotency-Key"]; present {
-		var done bool
-		idem, done = a.beginIdempotent(w, r, wf.Records, p.Subject, key, canon)
-		if done {
-			return
-		}
-	}
-	body, err := a.newWorker(ctx, in)
-	if err != nil {
-		idem.abandon(ctx)
-		a.fail(w, r, err)
-		return
-	}
-	location := "/workforce/" + in.EmployeeID
-	idem.complete(ctx, http.StatusCreated, body, location)
-	writeRaw(w, http.StatusCreated, body, location)
+	a.createOnce(w, r, wf.Records, p.Subject, canon, func(ctx context.Context) ([]byte, string, error) {
+		body, err := a.newWorker(ctx, in)
+		return body, "/workforce/" + in.EmployeeID, err
+	})
 }
 
 func (a *API) newWorker(ctx context.Context, in adapters.NewWorker) ([]byte, error) {

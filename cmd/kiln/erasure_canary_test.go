@@ -2,28 +2,16 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"math/big"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
+	"github.com/kiln-fhir/kiln/internal/canarytest"
 	"github.com/kiln-fhir/kiln/internal/securitytest"
 )
 
@@ -33,8 +21,8 @@ type canaryPatient struct {
 	First, Last, Phone, Phone2, Email, Line string
 }
 
-func (c canaryPatient) values() map[string]string {
-	return map[string]string{
+func (c canaryPatient) values() canarytest.Values {
+	return canarytest.Values{
 		"first name": c.First, "last name": c.Last, "phone": c.Phone, "updated phone": c.Phone2,
 		"e-mail": c.Email, "address line": c.Line,
 		// The index keeps phones as written, but a digits-only copy
@@ -90,83 +78,6 @@ func newCanary(t testing.TB) canaryPatient {
 		Email:  "kx" + tail + "@example.org",
 		Line:   randomDigits(t, 3) + " " + capital(randomLetters(t, 9)) + " Street",
 	}
-}
-
-// canaryForms are the byte strings that betray value: itself, lower-cased
-// (the search index folds case), query-escaped (a URL), hex, and base64 in
-// the standard and URL alphabets at each of the three alignments a value
-// can take inside a longer encoded text (a value at byte offset 1 or 2 of
-// the encoded input shifts every character): the characters that depend
-// on bytes before or after the value are left out.
-func canaryForms(value string) map[string][]byte {
-	forms := map[string][]byte{}
-	for _, v := range []string{value, strings.ToLower(value)} {
-		forms["raw "+v] = []byte(v)
-		forms["query-escaped "+v] = []byte(url.QueryEscape(v))
-		forms["path-escaped "+v] = []byte(url.PathEscape(v))
-		forms["hex "+v] = []byte(hex.EncodeToString([]byte(v)))
-		for k := range 3 {
-			in := append(bytes.Repeat([]byte{0}, k), v...)
-			start := (8*k + 5) / 6 // the first character made only of v's bits
-			end := 8 * len(in) / 6 // past the last one
-			for name, enc := range map[string]*base64.Encoding{"base64": base64.RawStdEncoding, "base64url": base64.RawURLEncoding} {
-				s := enc.EncodeToString(in)
-				forms[fmt.Sprintf("%s@%d %s", name, k, v)] = []byte(s[start:end])
-			}
-		}
-	}
-	return forms
-}
-
-// canaries are distinctive values by what they stand for.
-type canaries interface{ values() map[string]string }
-
-// canaryHits lists where blob (named where) holds a form of a canary,
-// compared case-insensitively: one line per value, with its forms found.
-func canaryHits(where string, blob []byte, c canaries) []string {
-	low := bytes.ToLower(blob)
-	var hits []string
-	for what, v := range c.values() {
-		var found []string
-		for form, b := range canaryForms(v) {
-			if n := bytes.Count(low, bytes.ToLower(b)); n > 0 {
-				found = append(found, fmt.Sprintf("%s ×%d", form, n))
-			}
-		}
-		if len(found) > 0 {
-			slices.Sort(found)
-			hits = append(hits, fmt.Sprintf("%s: %s: %s", where, what, strings.Join(found, ", ")))
-		}
-	}
-	slices.Sort(hits)
-	return hits
-}
-
-// sweepFolder reads every file under dir, whatever it is.
-func sweepFolder(t *testing.T, dir string, c canaries) []string {
-	t.Helper()
-	var hits []string
-	files := 0
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files++
-		rel, _ := filepath.Rel(dir, path)
-		hits = append(hits, canaryHits(rel, b, c)...)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatalf("no file under %s: the sweep would prove nothing", dir)
-	}
-	return hits
 }
 
 // canaryFlow is what the erasure must undo, through the platform API and
@@ -300,21 +211,21 @@ func TestSecurityErasureLeavesNoCanaryOnDisk(t *testing.T) {
 			t.Errorf("%s: %s", when, h)
 		}
 	}
-	report("right after the DELETE answered", sweepFolder(t, data, c))
-	report("in the server's log", canaryHits("log", []byte(out.String()), c))
+	report("right after the DELETE answered", canarytest.SweepFolder(t, data, c.values()))
+	report("in the server's log", canarytest.Hits("log", []byte(out.String()), c.values()))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	report("after a clean stop", sweepFolder(t, data, c))
+	report("after a clean stop", canarytest.SweepFolder(t, data, c.values()))
 
 	_, client2, out2, stop2 := startServe(t, "--data", data, "--log-level", "debug")
 	client2.CloseIdleConnections()
-	report("after a restart", sweepFolder(t, data, c))
+	report("after a restart", canarytest.SweepFolder(t, data, c.values()))
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}
-	report("after the restart's stop", sweepFolder(t, data, c))
-	report("in the restarted server's log", canaryHits("log", []byte(out2.String()), c))
+	report("after the restart's stop", canarytest.SweepFolder(t, data, c.values()))
+	report("in the restarted server's log", canarytest.Hits("log", []byte(out2.String()), c.values()))
 }
 
 // TestSecurityErasureOnMongoDB runs the canary flow against the MongoDB
@@ -325,66 +236,18 @@ func TestSecurityErasureLeavesNoCanaryOnDisk(t *testing.T) {
 // says what they keep and what an operator does about it.
 func TestSecurityErasureOnMongoDB(t *testing.T) {
 	securitytest.Slow(t)
-	uri := mongotest.URI(t)
-	prefix := mongotest.NewName()
-	t.Cleanup(func() {
-		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
-			mongotest.Drop(t, prefix+p)
-		}
-	})
-	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
-	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
-	data := t.TempDir()
-	addr, client, out, stop := startServe(t, "--data", data, "--mongodb-uri", uri, "--mongodb-database", prefix, "--log-level", "debug")
-	base := "https://" + addr
-	token := login(t, client, base, "admin@example.org", "correct horse battery staple")
+	m := serveOnMongo(t, "--log-level", "debug")
+	uri, prefix, data, client, out, stop, base, token := m.uri, m.prefix, m.data, m.client, m.out, m.stop, m.base, m.token
 	c := newCanary(t)
 	canaryFlow(t, client, base, token, c)
 	// The audit queue is written behind the answers: a clean stop flushes it.
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	sweepMongo(t, uri, c, prefix+"_clinical", prefix+"_audit")
-	for _, h := range append(canaryHits("log", []byte(out.String()), c), sweepFolder(t, data, c)...) {
+	for _, h := range canarytest.SweepMongo(t, uri, c.values(), 10, prefix+"_clinical", prefix+"_audit") {
 		t.Error(h)
 	}
-}
-
-// sweepMongo reads every document of every collection of the databases
-// at uri, as BSON, and fails the test for each canary found.
-func sweepMongo(t *testing.T, uri string, c canaries, dbs ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	mc, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mc.Disconnect(ctx)
-	docs := 0
-	for _, db := range dbs {
-		names, err := mc.Database(db).ListCollectionNames(ctx, bson.D{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, coll := range names {
-			cur, err := mc.Database(db).Collection(coll).Find(ctx, bson.D{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for cur.Next(ctx) {
-				docs++
-				for _, h := range canaryHits(db+"."+coll, cur.Current, c) {
-					t.Error(h)
-				}
-			}
-			if err := cur.Err(); err != nil {
-				t.Fatal(err)
-			}
-			cur.Close(ctx)
-		}
-	}
-	if docs < 10 {
-		t.Fatalf("only %d documents read: the sweep would prove nothing", docs)
+	for _, h := range append(canarytest.Hits("log", []byte(out.String()), c.values()), canarytest.SweepFolder(t, data, c.values())...) {
+		t.Error(h)
 	}
 }

@@ -9,27 +9,19 @@ import (
 	"testing"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
+	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
 
 // TestServeOnMongoDB runs `kiln serve --mongodb-uri` from a fresh start
 // against the server at MONGODB_URI (make test-mongo) and walks the
 // foundation flow: create, read, update, history, search, delete.
 func TestServeOnMongoDB(t *testing.T) {
-	uri := mongotest.URI(t)
-	prefix := mongotest.NewName()
-	t.Cleanup(func() {
-		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
-			mongotest.Drop(t, prefix+p)
-		}
-	})
-	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
-	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
-	addr, client, out, _ := startServe(t, "--mongodb-uri", uri, "--mongodb-database", prefix)
-	token := login(t, client, "https://"+addr, "admin@example.org", "correct horse battery staple")
-	if !strings.Contains(out.String(), "MongoDB, databases "+prefix+"_*") || strings.Contains(out.String(), uri) {
+	m := serveOnMongo(t)
+	client, out, token := m.client, m.out, m.token
+	if !strings.Contains(out.String(), "MongoDB, databases "+m.prefix+"_*") || strings.Contains(out.String(), m.uri) {
 		t.Errorf("the banner should name the MongoDB store without its URI:\n%s", out.String())
 	}
-	base := "https://" + addr + "/fhir"
+	base := m.base + "/fhir"
 	do := func(method, path string, body string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader([]byte(body)))
@@ -80,7 +72,7 @@ func TestServeOnMongoDB(t *testing.T) {
 
 	// The platform API on MongoDB: PT-<n> from the store's sequence, and
 	// the erasure (step by step where the server has no transactions).
-	base = "https://" + addr
+	base = m.base
 	status, created = do("POST", "/patients", `{"first_name":"Ada","last_name":"Okafor","date_of_birth":"1975-04-12","phone":"0803 555 0101"}`)
 	pid, _ := created["patient_id"].(string)
 	if status != http.StatusCreated || !strings.HasPrefix(pid, "PT-") {
@@ -97,4 +89,35 @@ func TestServeOnMongoDB(t *testing.T) {
 func entries(bundle map[string]any) []any {
 	e, _ := bundle["entry"].([]any)
 	return e
+}
+
+// mongoServer is kiln serve on new MongoDB databases (MONGODB_URI),
+// logged in as its first admin.
+type mongoServer struct {
+	uri, prefix, base, token string
+	data                     string
+	client                   *http.Client
+	out                      *syncbuf.Buffer
+	stop                     func() error
+}
+
+// serveOnMongo starts kiln serve on fresh databases of the MongoDB at
+// MONGODB_URI (the test skips without one), dropped when the test ends,
+// with a data folder of its own and extra flags; it logs in as the first
+// admin, whose credentials it sets.
+func serveOnMongo(t *testing.T, extra ...string) mongoServer {
+	t.Helper()
+	m := mongoServer{uri: mongotest.URI(t), prefix: mongotest.NewName(), data: t.TempDir()}
+	t.Cleanup(func() {
+		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
+			mongotest.Drop(t, m.prefix+p)
+		}
+	})
+	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
+	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
+	var addr string
+	addr, m.client, m.out, m.stop = startServe(t, append([]string{"--data", m.data, "--mongodb-uri", m.uri, "--mongodb-database", m.prefix}, extra...)...)
+	m.base = "https://" + addr
+	m.token = login(t, m.client, m.base, "admin@example.org", "correct horse battery staple")
+	return m
 }

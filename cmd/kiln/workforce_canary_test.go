@@ -6,7 +6,7 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
+	"github.com/kiln-fhir/kiln/internal/canarytest"
 )
 
 // A canary worker: values that occur nowhere else.
@@ -14,8 +14,8 @@ type canaryWorker struct {
 	Name, EmpID, Phone, Company, Certification, Provider, Department string
 }
 
-func (c canaryWorker) values() map[string]string {
-	return map[string]string{
+func (c canaryWorker) values() canarytest.Values {
+	return canarytest.Values{
 		"name": c.Name, "employee id": c.EmpID, "phone": c.Phone, "phone digits": digitsOf(c.Phone),
 		"company": c.Company, "certification": c.Certification, "provider": c.Provider, "department": c.Department,
 	}
@@ -94,13 +94,13 @@ func TestWorkforceLeavesNoPlaintextOnDisk(t *testing.T) {
 	token := adminLogin(t, client, base, out.String())
 	c := newCanaryWorker(t)
 	workforceFlow(t, client, base, token, c)
-	for _, h := range sweepFolder(t, data, c) {
+	for _, h := range canarytest.SweepFolder(t, data, c.values()) {
 		t.Errorf("while running: %s", h)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range append(sweepFolder(t, data, c), canaryHits("log", []byte(out.String()), c)...) {
+	for _, h := range append(canarytest.SweepFolder(t, data, c.values()), canarytest.Hits("log", []byte(out.String()), c.values())...) {
 		t.Errorf("after a stop: %s", h)
 	}
 }
@@ -108,26 +108,15 @@ func TestWorkforceLeavesNoPlaintextOnDisk(t *testing.T) {
 // The same on MongoDB (make test-mongo): every document of the three
 // databases, and the log.
 func TestWorkforceLeavesNoPlaintextOnMongoDB(t *testing.T) {
-	uri := mongotest.URI(t)
-	prefix := mongotest.NewName()
-	t.Cleanup(func() {
-		for _, p := range []string{"_clinical", "_workforce", "_audit"} {
-			mongotest.Drop(t, prefix+p)
-		}
-	})
-	t.Setenv("KILN_ADMIN_EMAIL", "admin@example.org")
-	t.Setenv("KILN_ADMIN_PASSWORD", "correct horse battery staple")
-	data := t.TempDir()
-	addr, client, out, stop := startServe(t, "--data", data, "--mongodb-uri", uri, "--mongodb-database", prefix, "--log-level", "debug")
-	base := "https://" + addr
-	token := login(t, client, base, "admin@example.org", "correct horse battery staple")
+	m := serveOnMongo(t, "--log-level", "debug")
+	uri, prefix, data, client, out, stop, base, token := m.uri, m.prefix, m.data, m.client, m.out, m.stop, m.base, m.token
 	c := newCanaryWorker(t)
 	workforceFlow(t, client, base, token, c)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	sweepMongo(t, uri, c, prefix+"_clinical", prefix+"_workforce", prefix+"_audit")
-	for _, h := range append(canaryHits("log", []byte(out.String()), c), sweepFolder(t, data, c)...) {
+	hits := canarytest.SweepMongo(t, uri, c.values(), 10, prefix+"_clinical", prefix+"_workforce", prefix+"_audit")
+	for _, h := range append(append(hits, canarytest.Hits("log", []byte(out.String()), c.values())...), canarytest.SweepFolder(t, data, c.values())...) {
 		t.Error(h)
 	}
 }

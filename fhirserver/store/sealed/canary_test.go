@@ -1,10 +1,8 @@
 package sealed
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/internal/canarytest"
 )
 
 // The canaries: values of a worker's record that must never reach the
@@ -149,78 +147,20 @@ func refsOf(vs []*store.Version) []string {
 	return out
 }
 
-// needles are the byte strings whose presence in a file reveals a
-// canary: the value, its search-normalized form, and its base64 at each
-// of the three alignments (standard and URL alphabets), all folded to
-// ASCII lower case, as the files are before the search.
-func needles(canary string) [][]byte {
-	forms := []string{canary, search.Normalize(canary)}
-	var out [][]byte
-	for _, f := range forms {
-		out = append(out, asciiLower([]byte(f)))
-		for pad := range 3 {
-			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
-				out = append(out, asciiLower([]byte(base64Inner(enc, f, pad))))
-			}
-		}
+// canaryValues are the canaries, each standing for itself.
+func canaryValues() canarytest.Values {
+	v := canarytest.Values{}
+	for _, c := range canaries {
+		v[c] = c
 	}
-	return out
+	return v
 }
 
-// base64Inner is the part of the base64 of s, preceded by pad bytes,
-// that depends on the bytes of s alone: what any base64 text holding s
-// at that alignment contains.
-func base64Inner(enc *base64.Encoding, s string, pad int) string {
-	full := enc.EncodeToString(append(make([]byte, pad), s...))
-	first := (8*pad + 5) / 6         // the first character after the padding's bits
-	last := (8*(pad+len(s)) - 6) / 6 // the last character wholly within s
-	return full[first : last+1]
-}
-
-func asciiLower(b []byte) []byte {
-	out := make([]byte, len(b))
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		out[i] = c
-	}
-	return out
-}
-
-// canaryHits lists the canaries found in any file under dir, with the
-// file.
+// canaryHits lists the canaries found in any file under dir: lines
+// "<canary>: <file>: <forms>".
 func canaryHits(t *testing.T, dir string) []string {
 	t.Helper()
-	var hits []string
-	var files int
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		files++
-		data = asciiLower(data)
-		for _, c := range canaries {
-			for _, n := range needles(c) {
-				if bytes.Contains(data, n) {
-					hits = append(hits, fmt.Sprintf("%s in %s", c, filepath.Base(path)))
-					break
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatalf("no file under %s", dir)
-	}
-	return hits
+	return canarytest.SweepFolder(t, dir, canaryValues())
 }
 
 // TestCanaries: the canary values of a worker, written, updated and
@@ -262,7 +202,7 @@ func TestCanariesWithoutSealing(t *testing.T) {
 	}
 	hits := canaryHits(t, dir)
 	for _, c := range canaries {
-		if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, c+" in ") }) {
+		if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, c+": ") }) {
 			t.Errorf("the bare store hid %q: the canary search is broken (hits %v)", c, hits)
 		}
 	}

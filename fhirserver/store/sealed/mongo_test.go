@@ -1,24 +1,17 @@
 package sealed
 
 import (
-	"bytes"
-	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	kmongo "github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
 	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
+	"github.com/kiln-fhir/kiln/internal/canarytest"
 )
 
 // TestConformanceOnMongo runs the conformance suite against the sealed
@@ -91,7 +84,7 @@ func TestCanariesOnMongo(t *testing.T) {
 		}
 		if !sealed {
 			for _, c := range canaries {
-				if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, c+" in ") }) {
+				if !slices.ContainsFunc(hits, func(h string) bool { return strings.HasPrefix(h, c+": ") }) {
 					t.Errorf("the bare store hid %q: the canary search is broken (hits %v)", c, hits)
 				}
 			}
@@ -103,44 +96,5 @@ func TestCanariesOnMongo(t *testing.T) {
 // of database name.
 func documentHits(t *testing.T, uri, name string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	c, err := mongo.Connect(options.Client().ApplyURI(uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Disconnect(ctx)
-	db := c.Database(name)
-	colls, err := db.ListCollectionNames(ctx, bson.D{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hits []string
-	docs := 0
-	for _, coll := range colls {
-		cur, err := db.Collection(coll).Find(ctx, bson.D{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for cur.Next(ctx) {
-			docs++
-			data := asciiLower(cur.Current)
-			for _, canary := range canaries {
-				for _, n := range needles(canary) {
-					if bytes.Contains(data, n) {
-						hits = append(hits, fmt.Sprintf("%s in %s", canary, coll))
-						break
-					}
-				}
-			}
-		}
-		if err := cur.Err(); err != nil {
-			t.Fatal(err)
-		}
-		cur.Close(ctx)
-	}
-	if docs == 0 {
-		t.Fatalf("no document in %s", name)
-	}
-	return hits
+	return canarytest.SweepMongo(t, uri, canaryValues(), 1, name)
 }
