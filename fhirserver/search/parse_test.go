@@ -674,3 +674,28 @@ func TestParseStrictNamesAll(t *testing.T) {
 		t.Errorf("got %v, want an error naming _nonsense and foo", err)
 	}
 }
+
+// TestParseFoldsStringValues: the query side folds a string value with
+// Normalize, as the index side folds the stored string (family=Nguyễn
+// and family=nguyen look up the same key), while :exact keeps the value
+// as written.
+func TestParseFoldsStringValues(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		want        Match
+	}{
+		{"family", "Nguyễn", prefixM("family\x1fnguyen")},
+		{"family", "Nguye\u0302\u0303n", prefixM("family\x1fnguyen")},
+		{"family", "İstanbul", prefixM("family\x1fistanbul")},
+		{"family:contains", "Ễ", Match{Op: OpKeyContains, Prefix: "family\x1f", Contains: "e"}},
+		{"family:exact", "Nguyễn", keyM("family:exact\x1fNguyễn")},
+	} {
+		p := mustParse(t, []string{"Patient"}, params(tt.name, tt.value))
+		if len(p.Query.Where) != 1 || len(p.Query.Where[0].Any) != 1 {
+			t.Fatalf("%s=%s: %+v", tt.name, tt.value, p.Query.Where)
+		}
+		if got := p.Query.Where[0].Any[0]; got.Op != tt.want.Op || got.Prefix != tt.want.Prefix || got.Contains != tt.want.Contains || !slices.Equal(got.Keys, tt.want.Keys) {
+			t.Errorf("%s=%s: %+v, want %+v", tt.name, tt.value, got, tt.want)
+		}
+	}
+}
