@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -694,22 +695,8 @@ func parseReference(ref string) (typ, id, version, url string) {
 	id = path[j+1:]
 	head := path[:j]
 	typ = head[strings.LastIndexByte(head, '/')+1:]
-	if !profiles.IsResourceType(typ) || id == "" || !validID(id) {
+	if !profiles.IsResourceType(typ) || id == "" || !syntax.ValidID(id) {
 		return "", "", "", url
 	}
 	return typ, id, version, url
-}
-
-// validID checks the FHIR id syntax [A-Za-z0-9\-\.]{1,64}.
-func validID(id string) bool {
-	if len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }

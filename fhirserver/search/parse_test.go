@@ -562,26 +562,6 @@ func TestParseDeterministic(t *testing.T) {
 	}
 }
 
-func TestSplitEsc(t *testing.T) {
-	for in, want := range map[string][]string{
-		`a,b`:     {"a", "b"},
-		`a\,b,c`:  {`a\,b`, "c"},
-		`a\\,b`:   {`a\\`, "b"},
-		`,`:       {"", ""},
-		`trail\`:  {`trail\`},
-		`x\|y,\$`: {`x\|y`, `\$`},
-	} {
-		if got := splitEsc(in, ','); !reflect.DeepEqual(got, want) {
-			t.Errorf("splitEsc(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for in, want := range map[string]string{`a\,b`: "a,b", `\$\|\\`: `$|\`, `a\b`: `a\b`, `end\`: `end\`} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestConceptSetFilters(t *testing.T) {
 	f := func(op, value string) profiles.ConceptSet {
 		return profiles.ConceptSet{System: obsSt, Filter: []profiles.ConceptFilter{{Property: "concept", Op: op, Value: value}}}

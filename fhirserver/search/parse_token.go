@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -12,22 +13,22 @@ import (
 // "|code" (no system) or "system|" (any code of the system), as
 // tokenForms in entry.go stores them.
 func tokenForm(name, v string) (string, error) {
-	parts := splitEsc(v, '|')
+	parts := syntax.Split(v, '|')
 	switch len(parts) {
 	case 1:
-		code := unescape(parts[0])
+		code := syntax.Unescape(parts[0])
 		if code == "" {
 			return "", errf(name, "empty token")
 		}
 		return code, nil
 	case 2:
-		system, code := unescape(parts[0]), unescape(parts[1])
+		system, code := syntax.Unescape(parts[0]), syntax.Unescape(parts[1])
 		if system == "" && code == "" {
 			return "", errf(name, "empty token")
 		}
 		return system + "|" + code, nil
 	}
-	return "", errf(name, "a token is code, system|code, |code or system|: "+quote(v))
+	return "", errf(name, "a token is code, system|code, |code or system|: "+syntax.Quote(v))
 }
 
 // systemOnly is the match of the form "system|" (any code of the system):
@@ -86,17 +87,17 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 			}
 			out = append(out, Match{Op: OpKey, Keys: keys})
 		case "text":
-			t := Normalize(unescape(v))
+			t := Normalize(syntax.Unescape(v))
 			out = append(out, Match{Op: OpKeyPrefix, Prefix: key(p.Code+":text", t)})
 		case "of-type":
-			parts := splitEsc(v, '|')
+			parts := syntax.Split(v, '|')
 			if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-				return nil, errf(name, ":of-type takes system|code|value: "+quote(v))
+				return nil, errf(name, ":of-type takes system|code|value: "+syntax.Quote(v))
 			}
-			f := unescape(parts[0]) + "|" + unescape(parts[1]) + "|" + unescape(parts[2])
+			f := syntax.Unescape(parts[0]) + "|" + syntax.Unescape(parts[1]) + "|" + syntax.Unescape(parts[2])
 			out = append(out, Match{Op: OpKey, Keys: []string{key(p.Code+":of-type", f)}})
 		case "in", "not-in":
-			codes, err := ps.terms().expandValueSet(unescape(v), 0)
+			codes, err := ps.terms().expandValueSet(syntax.Unescape(v), 0)
 			if err != nil {
 				return nil, errf(name, err.Error())
 			}
@@ -132,14 +133,14 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 // this server holds: the code and its ancestors, or the code and its
 // descendants, as "system|code" forms.
 func (t terms) hierarchy(name, mod, v string) ([]string, error) {
-	parts := splitEsc(v, '|')
+	parts := syntax.Split(v, '|')
 	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
-		return nil, errf(name, ":"+mod+" takes system|code: "+quote(v))
+		return nil, errf(name, ":"+mod+" takes system|code: "+syntax.Quote(v))
 	}
-	system, code := unescape(parts[0]), unescape(parts[1])
+	system, code := syntax.Unescape(parts[0]), syntax.Unescape(parts[1])
 	cs, ok := t.codeSystem(system)
 	if !ok {
-		return nil, errf(name, ":"+mod+" needs a CodeSystem known to this server, not "+quote(system))
+		return nil, errf(name, ":"+mod+" needs a CodeSystem known to this server, not "+syntax.Quote(system))
 	}
 	var codes []string
 	if mod == "below" {
@@ -204,12 +205,12 @@ const maxValueSetDepth = 8
 // an error: answering with fewer codes would be silently wrong.
 func (t terms) expandValueSet(url string, depth int) ([]string, error) {
 	if depth > maxValueSetDepth {
-		return nil, expandError("ValueSet " + quote(url) + " is included more than " + strconv.Itoa(maxValueSetDepth) +
+		return nil, expandError("ValueSet " + syntax.Quote(url) + " is included more than " + strconv.Itoa(maxValueSetDepth) +
 			" levels deep (or includes itself); this server expands ValueSets up to that depth")
 	}
 	vs, ok := t.valueSet(url)
 	if !ok {
-		return nil, expandError("unknown ValueSet " + quote(url))
+		return nil, expandError("unknown ValueSet " + syntax.Quote(url))
 	}
 	set := map[string]bool{}
 	if vs.Expansion != nil && len(vs.Expansion.Contains) > 0 {
@@ -244,10 +245,10 @@ func (t terms) expandValueSet(url string, depth int) ([]string, error) {
 		}
 	}
 	if len(set) == 0 {
-		return nil, expandError("ValueSet " + quote(url) + " cannot be expanded by this server")
+		return nil, expandError("ValueSet " + syntax.Quote(url) + " cannot be expanded by this server")
 	}
 	if len(set) > maxExpansion {
-		return nil, expandError("ValueSet " + quote(url) + " is too large to search with")
+		return nil, expandError("ValueSet " + syntax.Quote(url) + " is too large to search with")
 	}
 	out := make([]string, 0, len(set))
 	for c := range set {
@@ -270,7 +271,7 @@ func (t terms) conceptSet(url string, cs profiles.ConceptSet, depth int) ([]stri
 		} else {
 			sys, ok := t.codeSystem(cs.System)
 			if !ok || sys.Content == "not-present" {
-				return nil, expandError("ValueSet " + quote(url) + " draws on CodeSystem " + quote(cs.System) + ", which this server does not hold")
+				return nil, expandError("ValueSet " + syntax.Quote(url) + " draws on CodeSystem " + syntax.Quote(cs.System) + ", which this server does not hold")
 			}
 			var err error
 			if codes, err = filterCodes(url, sys, cs); err != nil {
@@ -306,7 +307,7 @@ func filterCodes(url string, sys *profiles.CodeSystem, cs profiles.ConceptSet) (
 	keep := all
 	for _, f := range cs.Filter {
 		if f.Property != "concept" && f.Property != "code" {
-			return nil, expandError("ValueSet " + quote(url) + " uses a filter on " + quote(f.Property) + ", which this server cannot evaluate")
+			return nil, expandError("ValueSet " + syntax.Quote(url) + " uses a filter on " + syntax.Quote(f.Property) + ", which this server cannot evaluate")
 		}
 		sel := map[string]bool{}
 		switch f.Op {
@@ -323,7 +324,7 @@ func filterCodes(url string, sys *profiles.CodeSystem, cs profiles.ConceptSet) (
 				sel[c] = true
 			}
 		default:
-			return nil, expandError("ValueSet " + quote(url) + " uses filter op " + quote(f.Op) + ", which this server cannot evaluate")
+			return nil, expandError("ValueSet " + syntax.Quote(url) + " uses filter op " + syntax.Quote(f.Op) + ", which this server cannot evaluate")
 		}
 		negate := f.Op == "is-not-a"
 		keep = slices.DeleteFunc(slices.Clone(keep), func(c string) bool { return sel[c] == negate })
