@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -61,13 +62,13 @@ func (r *Registry) ExtractRows(ctx context.Context, resourceType string, resourc
 	}
 	x := extractorPool.Get().(*extractor)
 	defer x.release()
-	var b rowBuilder
+	var b index.RowBuilder
 	x.sink = &b
 	if err := r.extractInto(ctx, x, tp, resource); err != nil {
 		return Rows{}, err
 	}
-	b.add(x.out)
-	return b.finish(), nil
+	b.Add(x.out)
+	return b.Finish(), nil
 }
 
 // extractInto evaluates the parameters of tp on resource into x.out.
@@ -153,7 +154,7 @@ func (x *extractor) maybeFlush() {
 		return
 	}
 	x.reg.unlinkForeign(x.out)
-	x.sink.add(x.out)
+	x.sink.Add(x.out)
 	clear(x.out)
 	x.out = x.out[:0]
 	clear(x.memo)
@@ -272,7 +273,7 @@ type extractor struct {
 	memoIndex map[memoKey]int
 	// sink, when set, receives the entries in batches (see maybeFlush);
 	// reg is the registry extracting, whose base unlinks references.
-	sink *rowBuilder
+	sink *index.RowBuilder
 	reg  *Registry
 	// naive disables the shortcuts (element filters, root composites) for
 	// the reference configuration the tests compare against.
@@ -336,7 +337,7 @@ func (x *extractor) param(p *Param) error {
 	if p.Type == "composite" {
 		return x.composite(p, coll)
 	}
-	k := kindOf(p.Type)
+	k := index.KindOf(p.Type)
 	for _, v := range coll {
 		// Converting cannot fail, so the entries already handed over
 		// never need taking back (see extractInto's custom parameters).
@@ -396,7 +397,7 @@ func (x *extractor) composite(p *Param, items fhirpath.Collection) error {
 			if err != nil {
 				return fmt.Errorf("search: parameter %s component %s: %w", p.Code, c.Code, err)
 			}
-			k := kindOf(c.Type)
+			k := index.KindOf(c.Type)
 			for _, v := range coll {
 				parts[i] = x.convert(c.Code, k, 0, v, parts[i])
 			}

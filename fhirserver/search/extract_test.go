@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -445,7 +446,7 @@ func TestExtractFixtures(t *testing.T) {
 			t.Errorf("entry without param or kind: %v", e)
 		}
 		for _, k := range e.Keys() {
-			if !strings.HasPrefix(k, e.Param+keySep) && !strings.HasPrefix(k, e.Param+":") {
+			if !strings.HasPrefix(k, e.Param+index.KeySep) && !strings.HasPrefix(k, e.Param+":") {
 				t.Errorf("key %q lacks prefix %s", k, e.Param)
 			}
 		}

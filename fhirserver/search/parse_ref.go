@@ -3,6 +3,7 @@ package search
 import (
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -35,14 +36,14 @@ func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([
 				out = append(out, m)
 				continue
 			}
-			keys = []string{key(p.Code+":identifier", f)}
+			keys = []string{index.Key(p.Code+":identifier", f)}
 		} else {
 			forms, err := ps.referenceForms(p, name, mod, syntax.Unescape(v))
 			if err != nil {
 				return nil, err
 			}
 			for _, f := range forms {
-				keys = append(keys, key(p.Code, f))
+				keys = append(keys, index.Key(p.Code, f))
 			}
 			if len(forms) > 1 {
 				out = append(out, Match{Op: OpKey, Keys: keys, BareID: syntax.Unescape(v)})

@@ -12,7 +12,7 @@ import (
 )
 
 // The expected IR below is derived by hand from the FHIR R4 search page
-// and the key and row encodings of entry.go and rows.go, not printed from
+// and the key and row encodings of package index, not printed from
 // the parser.
 
 var testNow = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -4,13 +4,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // tokenForm is the key form of a token value: "code", "system|code",
 // "|code" (no system) or "system|" (any code of the system), as
-// tokenForms in entry.go stores them.
+// tokenForms of package index stores them.
 func tokenForm(name, v string) (string, error) {
 	parts := syntax.Split(v, '|')
 	switch len(parts) {
@@ -36,7 +37,7 @@ func systemOnly(param, f string) (Match, bool) {
 	if len(f) < 2 || !strings.HasSuffix(f, "|") {
 		return Match{}, false
 	}
-	return Match{Op: OpKeyPrefix, Prefix: key(param, f)}, true
+	return Match{Op: OpKeyPrefix, Prefix: index.Key(param, f)}, true
 }
 
 // codedKeys are the keys of the token form f under param. When f is
@@ -46,14 +47,14 @@ func systemOnly(param, f string) (Match, bool) {
 // binding implies, and gender=http://hl7.org/fhir/administrative-gender|male
 // must find them.
 func codedKeys(param, f string) []string {
-	keys := []string{key(param, f)}
+	keys := []string{index.Key(param, f)}
 	system, code, ok := strings.Cut(f, "|")
 	if !ok || system == "" || code == "" {
 		return keys
 	}
 	if cs, found := profiles.CodeSystemByURL(system); found {
 		if _, defined := cs.Lookup(code); defined {
-			keys = append(keys, key(param, "|"+code))
+			keys = append(keys, index.Key(param, "|"+code))
 		}
 	}
 	return keys
@@ -87,14 +88,14 @@ func (ps *parser) tokenMatches(p *Param, name, mod string, vals []string) ([]Mat
 			out = append(out, Match{Op: OpKey, Keys: keys})
 		case "text":
 			t := Normalize(syntax.Unescape(v))
-			out = append(out, Match{Op: OpKeyPrefix, Prefix: key(p.Code+":text", t)})
+			out = append(out, Match{Op: OpKeyPrefix, Prefix: index.Key(p.Code+":text", t)})
 		case "of-type":
 			parts := syntax.Split(v, '|')
 			if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
 				return nil, errf(name, ":of-type takes system|code|value: "+syntax.Quote(v))
 			}
 			f := syntax.Unescape(parts[0]) + "|" + syntax.Unescape(parts[1]) + "|" + syntax.Unescape(parts[2])
-			out = append(out, Match{Op: OpKey, Keys: []string{key(p.Code+":of-type", f)}})
+			out = append(out, Match{Op: OpKey, Keys: []string{index.Key(p.Code+":of-type", f)}})
 		case "in", "not-in":
 			codes, err := ps.terms().ExpandValueSet(syntax.Unescape(v))
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -130,11 +131,11 @@ func stringMatch(code, name, mod, v string) (Match, error) {
 	v = syntax.Unescape(v)
 	switch mod {
 	case "exact":
-		return Match{Op: OpKey, Keys: []string{key(code+":exact", v)}}, nil
+		return Match{Op: OpKey, Keys: []string{index.Key(code+":exact", v)}}, nil
 	case "contains":
-		return Match{Op: OpKeyContains, Prefix: code + keySep, Contains: Normalize(v)}, nil
+		return Match{Op: OpKeyContains, Prefix: code + index.KeySep, Contains: Normalize(v)}, nil
 	}
-	return Match{Op: OpKeyPrefix, Prefix: key(code, Normalize(v))}, nil
+	return Match{Op: OpKeyPrefix, Prefix: index.Key(code, Normalize(v))}, nil
 }
 
 // uriMatches are the matches of a uri value. :below and :above follow the
@@ -148,17 +149,17 @@ func uriMatches(code, name, mod, v string) ([]Match, error) {
 	switch mod {
 	case "below":
 		if strings.HasSuffix(v, "/") {
-			return []Match{{Op: OpKeyPrefix, Prefix: key(code, v)}}, nil
+			return []Match{{Op: OpKeyPrefix, Prefix: index.Key(code, v)}}, nil
 		}
-		return []Match{{Op: OpKey, Keys: []string{key(code, v)}}, {Op: OpKeyPrefix, Prefix: key(code, v+"/")}}, nil
+		return []Match{{Op: OpKey, Keys: []string{index.Key(code, v)}}, {Op: OpKeyPrefix, Prefix: index.Key(code, v+"/")}}, nil
 	case "above":
 		var keys []string
 		for _, u := range uriAbove(v) {
-			keys = append(keys, key(code, u))
+			keys = append(keys, index.Key(code, u))
 		}
 		return []Match{{Op: OpKey, Keys: keys}}, nil
 	}
-	return []Match{{Op: OpKey, Keys: []string{key(code, v)}}}, nil
+	return []Match{{Op: OpKey, Keys: []string{index.Key(code, v)}}}, nil
 }
 
 // uriAbove lists v and every prefix of it that ends just before or at a
@@ -249,6 +250,12 @@ func prefixedNumber(name, v string) (Cmp, number, error) {
 	return c, n, err
 }
 
+// ratFloat is r as a float64, the form in which index rows hold numbers.
+func ratFloat(r *big.Rat) float64 {
+	f, _ := r.Float64()
+	return f
+}
+
 // numberRange fills the OpNumber fields of m from n and the comparator:
 // eq, ne and ap use the precision range, the others the exact value; ap
 // widens by 10% of the value.
@@ -318,12 +325,12 @@ func quantityMatch(param, name, v string) (Match, error) {
 		case system == ucumSystem:
 			if cn, unit, ok := canonicalNumber(n, code); ok {
 				n = cn
-				m.Param = param + keySep + "ucum:" + unit
+				m.Param = param + index.KeySep + "ucum:" + unit
 			} else {
-				m.Param = param + keySep + system + "|" + code
+				m.Param = param + index.KeySep + system + "|" + code
 			}
 		default:
-			m.Param = param + keySep + system + "|" + code
+			m.Param = param + index.KeySep + system + "|" + code
 		}
 	}
 	numberRange(&m, n)
@@ -404,5 +411,5 @@ func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
 		}
 		heads = append(heads, k)
 	}
-	return Match{Op: OpKey, Keys: []string{key(p.Code, strings.Join(heads, "$"))}}, nil
+	return Match{Op: OpKey, Keys: []string{index.Key(p.Code, strings.Join(heads, "$"))}}, nil
 }

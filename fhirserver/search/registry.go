@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/paramexpr"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -85,7 +86,7 @@ type Param struct {
 
 // Indexable reports whether Extract produces entries for the parameter:
 // it has an expression and a type with an index form (not special).
-func (p *Param) Indexable() bool { return p.Expr != nil && kindOf(p.Type) != 0 }
+func (p *Param) Indexable() bool { return p.Expr != nil && index.KindOf(p.Type) != 0 }
 
 // typeParams is the immutable parameter set of one resource type; AddCustom
 // replaces it wholesale (copy on write) so readers hold no lock while
@@ -457,7 +458,7 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		Code: sp.Code, Type: sp.Type, URL: sp.URL,
 		Base: sp.Base, Targets: sp.Target, Expression: sp.Expression,
 	}
-	if sp.Expression == "" || kindOf(sp.Type) == 0 {
+	if sp.Expression == "" || index.KindOf(sp.Type) == 0 {
 		return p, nil // kept for lookup, not indexed
 	}
 	all, err := paramexpr.Compile(sp.Expression)
@@ -482,7 +483,7 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		if !ok {
 			return nil, fmt.Errorf("search: composite parameter %s: unknown component %s", sp.Code, c.Definition)
 		}
-		if kindOf(def.Type) == 0 || def.Type == "composite" {
+		if index.KindOf(def.Type) == 0 || def.Type == "composite" {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s has type %s", sp.Code, c.Definition, def.Type)
 		}
 		ce, err := paramexpr.Compile("%item.select(" + c.Expression + ")")
