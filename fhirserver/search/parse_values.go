@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
@@ -210,6 +211,9 @@ func splitPrefix(name, v string) (Cmp, string, error) {
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
+// ucumSystem is the code system of UCUM units.
+const ucumSystem = "http://unitsofmeasure.org"
+
 // number is a parsed query number: the value and its precision range.
 type number struct{ val, low, high *big.Rat }
 
@@ -219,7 +223,11 @@ func parseNumber(name, lit string) (number, error) {
 	if !syntax.IsDecimal(lit) {
 		return number{}, errf(name, "not a number: "+syntax.Quote(lit))
 	}
-	val, low, high, ok := precisionRange(strings.TrimPrefix(lit, "+"))
+	d, ok := decimal.Parse(strings.TrimPrefix(lit, "+"))
+	var val, low, high *big.Rat
+	if ok {
+		val, low, high, ok = d.Range() // as the index takes a stored value's
+	}
 	if !ok {
 		return number{}, errf(name, "not a number: "+syntax.Quote(lit))
 	}

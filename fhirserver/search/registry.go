@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/extract"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/fhirserver/search/internal/paramexpr"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -22,18 +23,6 @@ type Component struct {
 	Code       string // that parameter's code
 	Type       string // that parameter's type (token, quantity, date, …)
 	Expression string // relative to each item of the composite
-	// expr evaluates Expression on the item bound to %item (the item
-	// keeps its FHIR type, which a raw JSON node would lose).
-	expr *fhirpath.Expression
-	// need is the element of the item the component starts from ("" when
-	// not a plain path): an item without it cannot match, and composites
-	// are skipped before any evaluation (an Observation with a Quantity
-	// value has no code-value-concept entry).
-	need string
-	// plain is Expression compiled as is, evaluated directly on the
-	// resource when the composite's item is the resource itself
-	// (Observation code-value-*), which saves binding %item.
-	plain *fhirpath.Expression
 }
 
 // Param is a search parameter as it applies to one resource type.
@@ -48,12 +37,6 @@ type Param struct {
 	Expr       *fhirpath.Expression
 	Components []Component
 	Custom     bool // posted to the server rather than from the core spec
-	// need lists the top-level elements (base names of choices) one of
-	// which the resource must have for Expr to yield anything; nil when
-	// the expression is not a plain path and must always be evaluated.
-	// Most parameters of a resource type are absent from any one
-	// resource, and skipping them is the main saving of Extract.
-	need []string
 	// Parts, when set, are the parameters of the same type whose union
 	// this one is (Observation combo-code = code | component-code, and the
 	// combo composites likewise). Such a parameter is not indexed: a
@@ -74,14 +57,17 @@ type Param struct {
 	// index one part of each of this one's values (Patient family and
 	// given are the family and given of each name, which name indexes
 	// too; see linkCovered). This parameter stores no keys for those
-	// parts (skip), and a search on it also searches their keys. Its sort
+	// parts (x.Skip), and a search on it also searches their keys. Its sort
 	// row still comes from every part, so _sort and :missing need nothing
 	// of theirs.
 	Covered []*Param
-	skip    subParts
 	// branches are the union branches of the expression that apply to
 	// this resource type.
 	branches []string
+	// x is the parameter as extraction evaluates it (when Indexable):
+	// the elements a resource must have, the parts Covered leaves out
+	// (Skip), and the compiled components.
+	x extract.Param
 }
 
 // Indexable reports whether Extract produces entries for the parameter:
@@ -320,7 +306,7 @@ func linkCovered(m map[string]*Param) {
 		if !eligible(p) {
 			continue
 		}
-		for i, part := range subPartNames {
+		for i, part := range extract.PartNames {
 			want := make([]string, len(p.branches))
 			for j, b := range p.branches {
 				want[j] = strings.TrimSpace(b) + "." + part
@@ -329,7 +315,7 @@ func linkCovered(m map[string]*Param) {
 				q := m[c]
 				if q != p && eligible(q) && sameSet(trimmed(q.branches), want) {
 					p.Covered = append(p.Covered, q)
-					p.skip |= 1 << i
+					p.x.Skip |= 1 << i
 					break
 				}
 			}
@@ -477,7 +463,7 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
 	}
 	p.Expr = expr
-	p.need = paramexpr.Needs(expr.Branches())
+	p.x = extract.Param{Code: sp.Code, Kind: index.KindOf(sp.Type), Expr: expr, Need: paramexpr.Needs(expr.Branches())}
 	for _, c := range sp.Component {
 		def, ok := r.byURL[c.Definition]
 		if !ok {
@@ -494,7 +480,8 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		if err != nil {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
 		}
-		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression, expr: ce, plain: plain, need: paramexpr.RelativeNeed(plain)})
+		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression})
+		p.x.Components = append(p.x.Components, extract.Component{Code: def.Code, Kind: index.KindOf(def.Type), Expr: ce, Plain: plain, Need: paramexpr.RelativeNeed(plain)})
 	}
 	return p, nil
 }

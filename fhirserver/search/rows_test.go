@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/extract"
 )
 
-// ExtractRows hands entries over in batches of flushAt (so a resource with
+// ExtractRows hands entries over in batches of extract.FlushAt (so a resource with
 // 100,000 names never holds all its Entries at once); the rows must be
 // those of all the entries made at once, whatever the batch boundaries,
 // and extraction must stay linear (the memo's linear scan made a Patient
@@ -19,7 +21,7 @@ func TestExtractRowsInBatchesEqualsMakeRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg.SetBase("https://kiln.test/fhir")
-	for _, n := range []int{0, 1, flushAt / 3, flushAt, 5*flushAt + 7} {
+	for _, n := range []int{0, 1, extract.FlushAt / 3, extract.FlushAt, 5*extract.FlushAt + 7} {
 		var b strings.Builder
 		b.WriteString(`{"resourceType":"Patient","id":"p","birthDate":"1970-01-02","name":[`)
 		for i := range n {
