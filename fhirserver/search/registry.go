@@ -464,6 +464,9 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 	}
 	p.Expr = expr
 	p.x = extract.Param{Code: sp.Code, Kind: index.KindOf(sp.Type), Expr: expr, Need: paramexpr.Needs(expr.Branches())}
+	if n := len(sp.Component); n > 0 {
+		p.Components, p.x.Components = make([]Component, 0, n), make([]extract.Component, 0, n)
+	}
 	for _, c := range sp.Component {
 		def, ok := r.byURL[c.Definition]
 		if !ok {

@@ -22,7 +22,6 @@ import (
 // extractor evaluates it.
 type Param struct {
 	Code string
-	Kind index.Kind
 	Expr *fhirpath.Expression
 	// Need lists the top-level elements (base names of choices) one of
 	// which the resource must have for Expr to yield anything; nil when
@@ -30,17 +29,17 @@ type Param struct {
 	// Most parameters of a resource type are absent from any one
 	// resource, and skipping them is the main saving of extraction.
 	Need []string
+	// Components are those of a composite, in order.
+	Components []Component
+	Kind       index.Kind
 	// Skip are the parts of HumanName and Address values whose entries
 	// are marked Covered: other parameters index them (search.Param.Covered).
 	Skip Parts
-	// Components are those of a composite, in order.
-	Components []Component
 }
 
 // Component is one part of a composite parameter.
 type Component struct {
 	Code string
-	Kind index.Kind
 	// Expr evaluates the component's expression on the item bound to
 	// %item (the item keeps its FHIR type, which a raw JSON node would
 	// lose).
@@ -54,6 +53,7 @@ type Component struct {
 	// are skipped before any evaluation (an Observation with a Quantity
 	// value has no code-value-concept entry).
 	Need string
+	Kind index.Kind
 }
 
 // MayApply reports whether the resource has an element the parameter's
