@@ -42,23 +42,14 @@ func TestPrecisionRange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		v, lo, hi, ok := precisionRange(tt.lit)
-		if !ok || !ratEq(v, rat(tt.lit)) || !ratEq(lo, rat(tt.low)) || !ratEq(hi, rat(tt.high)) {
+		if !ok || !ratIs(v, tt.lit) || !ratIs(lo, tt.low) || !ratIs(hi, tt.high) {
 			t.Errorf("precisionRange(%s) = %v [%v, %v), want [%s, %s)", tt.lit, v, lo, hi, tt.low, tt.high)
 		}
 	}
 }
 
-func rat(s string) *big.Rat {
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		panic(s)
-	}
-	return r
-}
-
-func ratEq(a, b *big.Rat) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Cmp(b) == 0
+// ratIs reports whether r is the decimal s.
+func ratIs(r *big.Rat, s string) bool {
+	want, ok := new(big.Rat).SetString(s)
+	return ok && r != nil && r.Cmp(want) == 0
 }
