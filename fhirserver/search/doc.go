@@ -12,7 +12,14 @@
 // quantities with their implicit precision ranges (quantities also in
 // canonical UCUM units), references, URIs and composites. Entry.Keys
 // gives the encoded equality strings a backend stores in one multikey
-// index; ranges are compared on their bounds.
+// index; ranges are compared on their bounds. Parse turns a search's
+// query string into the IR (query.go) that each store compiles.
+//
+// The workings are in internal packages, each readable alone: paramexpr
+// (reading the parameters' expressions), extract (evaluation and the
+// conversion of each FHIR type), index (entries, keys and rows), fold
+// (the string fold), terminology (ValueSet expansion) and syntax (the
+// value syntax they share).
 //
 // Nothing here touches HTTP or a store: the store writes the entries in
 // the same transaction as the resource version, and the search IR

@@ -8,12 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
-// extract returns the entries of one parameter for a resource given as
+// entriesOf returns the entries of one parameter for a resource given as
 // JSON text.
-func extract(t *testing.T, resource, param string) []Entry {
+func entriesOf(t *testing.T, resource, param string) []Entry {
 	t.Helper()
 	m := decode(t, resource)
 	es, err := testRegistry(t).Extract(context.Background(), m["resourceType"].(string), m)
@@ -70,7 +71,7 @@ func TestExtractString(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			es := extract(t, tt.resource, tt.param)
+			es := entriesOf(t, tt.resource, tt.param)
 			got := strsOf(es, func(e Entry) string { return e.Str })
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
@@ -83,7 +84,7 @@ func TestExtractString(t *testing.T) {
 		})
 	}
 	// Exact keeps the original for :exact.
-	es := extract(t, `{"resourceType":"Patient","name":[{"family":"Müller"}]}`, "family")
+	es := entriesOf(t, `{"resourceType":"Patient","name":[{"family":"Müller"}]}`, "family")
 	if len(es) != 1 || es[0].Exact != "Müller" {
 		t.Errorf("exact = %v", es)
 	}
@@ -118,7 +119,7 @@ func TestExtractToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			es := extract(t, tt.resource, tt.param)
+			es := entriesOf(t, tt.resource, tt.param)
 			var got []tok
 			for _, e := range es {
 				if e.Kind != KindToken {
@@ -131,7 +132,7 @@ func TestExtractToken(t *testing.T) {
 			}
 		})
 	}
-	es := extract(t, `{"resourceType":"Patient","identifier":[{"system":"http://mrn","value":"123","type":{"coding":[{"system":"http://v2","code":"MR"}]}}]}`, "identifier")
+	es := entriesOf(t, `{"resourceType":"Patient","identifier":[{"system":"http://mrn","value":"123","type":{"coding":[{"system":"http://v2","code":"MR"}]}}]}`, "identifier")
 	if len(es) != 1 || es[0].TypeSystem != "http://v2" || es[0].TypeCode != "MR" {
 		t.Errorf("identifier type = %v", es)
 	}
@@ -169,7 +170,7 @@ func TestExtractDate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			es := extract(t, tt.resource, tt.param)
+			es := entriesOf(t, tt.resource, tt.param)
 			if len(es) != len(tt.low) {
 				t.Fatalf("got %v, want %d entries", es, len(tt.low))
 			}
@@ -182,29 +183,8 @@ func TestExtractDate(t *testing.T) {
 	}
 }
 
-func TestPrecisionRange(t *testing.T) {
-	// The search page: a decimal denotes the range of its implicit
-	// precision, half a unit of the last digit either side.
-	tests := []struct{ lit, low, high string }{
-		{"5.4", "5.35", "5.45"},
-		{"100", "99.5", "100.5"},
-		{"100.00", "99.995", "100.005"},
-		{"0.25", "0.245", "0.255"},
-		{"-1.5", "-1.55", "-1.45"},
-		{"1e2", "50", "150"},
-		{"1.5e-1", "0.145", "0.155"},
-		{"72.4", "72.35", "72.45"},
-	}
-	for _, tt := range tests {
-		v, lo, hi, ok := precisionRange(tt.lit)
-		if !ok || !ratEq(v, rat(tt.lit)) || !ratEq(lo, rat(tt.low)) || !ratEq(hi, rat(tt.high)) {
-			t.Errorf("precisionRange(%s) = %v [%v, %v), want [%s, %s)", tt.lit, v, lo, hi, tt.low, tt.high)
-		}
-	}
-}
-
 func TestExtractNumber(t *testing.T) {
-	es := extract(t, `{"resourceType":"RiskAssessment","status":"final","subject":{"reference":"Patient/1"},"prediction":[{"probabilityDecimal":0.25},{"probabilityRange":{"low":{"value":0.1},"high":{"value":0.3}}}]}`, "probability")
+	es := entriesOf(t, `{"resourceType":"RiskAssessment","status":"final","subject":{"reference":"Patient/1"},"prediction":[{"probabilityDecimal":0.25},{"probabilityRange":{"low":{"value":0.1},"high":{"value":0.3}}}]}`, "probability")
 	if len(es) != 2 {
 		t.Fatalf("entries %v", es)
 	}
@@ -216,7 +196,7 @@ func TestExtractNumber(t *testing.T) {
 	}
 	// Integers are exact: the search page says integer searches match
 	// exactly.
-	es = extract(t, `{"resourceType":"MolecularSequence","coordinateSystem":1,"referenceSeq":{"windowStart":100}}`, "window-start")
+	es = entriesOf(t, `{"resourceType":"MolecularSequence","coordinateSystem":1,"referenceSeq":{"windowStart":100}}`, "window-start")
 	if len(es) != 1 || !ratEq(es[0].NumLow, rat("100")) || !ratEq(es[0].NumHigh, rat("100")) {
 		t.Errorf("integer = %v", es)
 	}
@@ -226,7 +206,7 @@ func TestExtractQuantity(t *testing.T) {
 	obs := func(value string) string {
 		return `{"resourceType":"Observation","status":"final","code":{"text":"x"},"valueQuantity":` + value + `}`
 	}
-	es := extract(t, obs(`{"value":72.4,"unit":"kg","system":"http://unitsofmeasure.org","code":"kg"}`), "value-quantity")
+	es := entriesOf(t, obs(`{"value":72.4,"unit":"kg","system":"http://unitsofmeasure.org","code":"kg"}`), "value-quantity")
 	if len(es) != 1 {
 		t.Fatalf("entries %v", es)
 	}
@@ -241,33 +221,33 @@ func TestExtractQuantity(t *testing.T) {
 
 	// 5 mg and 0.005 g are the same quantity: equal canonical values,
 	// units and ranges.
-	mg := extract(t, obs(`{"value":5,"unit":"mg","system":"http://unitsofmeasure.org","code":"mg"}`), "value-quantity")[0]
-	g := extract(t, obs(`{"value":0.005,"unit":"g","system":"http://unitsofmeasure.org","code":"g"}`), "value-quantity")[0]
+	mg := entriesOf(t, obs(`{"value":5,"unit":"mg","system":"http://unitsofmeasure.org","code":"mg"}`), "value-quantity")[0]
+	g := entriesOf(t, obs(`{"value":0.005,"unit":"g","system":"http://unitsofmeasure.org","code":"g"}`), "value-quantity")[0]
 	if mg.CanonUnit != g.CanonUnit || !ratEq(mg.CanonValue, g.CanonValue) || !ratEq(mg.CanonLow, g.CanonLow) || !ratEq(mg.CanonHigh, g.CanonHigh) {
 		t.Errorf("5 mg = %v %s, 0.005 g = %v %s", mg.CanonValue, mg.CanonUnit, g.CanonValue, g.CanonUnit)
 	}
 
 	// Not UCUM: no canonical form.
-	e = extract(t, obs(`{"value":3,"unit":"tablets","system":"http://example.org/units","code":"tab"}`), "value-quantity")[0]
+	e = entriesOf(t, obs(`{"value":3,"unit":"tablets","system":"http://example.org/units","code":"tab"}`), "value-quantity")[0]
 	if e.CanonValue != nil || e.CanonUnit != "" || e.Code != "tab" {
 		t.Errorf("non-UCUM = %+v", e)
 	}
 	// A comparator opens one side.
-	e = extract(t, obs(`{"value":5,"comparator":"<","system":"http://unitsofmeasure.org","code":"mg"}`), "value-quantity")[0]
+	e = entriesOf(t, obs(`{"value":5,"comparator":"<","system":"http://unitsofmeasure.org","code":"mg"}`), "value-quantity")[0]
 	if e.NumLow != nil || !ratEq(e.NumHigh, rat("5")) || e.CanonLow != nil || !ratEq(e.CanonHigh, rat("0.005")) {
 		t.Errorf("comparator = %v", e)
 	}
 	// Money.
-	es = extract(t, `{"resourceType":"ChargeItem","status":"billable","code":{"text":"x"},"subject":{"reference":"Patient/1"},"priceOverride":{"value":12.5,"currency":"EUR"}}`, "price-override")
-	if len(es) != 1 || es[0].System != currencySystem || es[0].Code != "EUR" || !ratEq(es[0].NumLow, rat("12.45")) {
+	es = entriesOf(t, `{"resourceType":"ChargeItem","status":"billable","code":{"text":"x"},"subject":{"reference":"Patient/1"},"priceOverride":{"value":12.5,"currency":"EUR"}}`, "price-override")
+	if len(es) != 1 || es[0].System != "urn:iso:std:iso:4217" || es[0].Code != "EUR" || !ratEq(es[0].NumLow, rat("12.45")) {
 		t.Errorf("money = %v", es)
 	}
 	// Age and Range.
-	es = extract(t, `{"resourceType":"Condition","subject":{"reference":"Patient/1"},"abatementAge":{"value":40,"unit":"a","system":"http://unitsofmeasure.org","code":"a"}}`, "abatement-age")
+	es = entriesOf(t, `{"resourceType":"Condition","subject":{"reference":"Patient/1"},"abatementAge":{"value":40,"unit":"a","system":"http://unitsofmeasure.org","code":"a"}}`, "abatement-age")
 	if len(es) != 1 || es[0].Code != "a" || es[0].CanonUnit != "s" {
 		t.Errorf("age = %v", es)
 	}
-	es = extract(t, `{"resourceType":"Condition","subject":{"reference":"Patient/1"},"abatementRange":{"low":{"value":1,"system":"http://unitsofmeasure.org","code":"g"},"high":{"value":2,"system":"http://unitsofmeasure.org","code":"g"}}}`, "abatement-age")
+	es = entriesOf(t, `{"resourceType":"Condition","subject":{"reference":"Patient/1"},"abatementRange":{"low":{"value":1,"system":"http://unitsofmeasure.org","code":"g"},"high":{"value":2,"system":"http://unitsofmeasure.org","code":"g"}}}`, "abatement-age")
 	if len(es) != 1 || !ratEq(es[0].NumLow, rat("1")) || !ratEq(es[0].NumHigh, rat("2")) || es[0].Code != "g" || !ratEq(es[0].CanonHigh, rat("2")) {
 		t.Errorf("range = %v", es)
 	}
@@ -301,7 +281,7 @@ func TestExtractReference(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []ref
-			for _, e := range extract(t, tt.resource, tt.param) {
+			for _, e := range entriesOf(t, tt.resource, tt.param) {
 				if e.Kind != KindReference {
 					t.Errorf("kind %v", e.Kind)
 				}
@@ -315,11 +295,11 @@ func TestExtractReference(t *testing.T) {
 }
 
 func TestExtractURI(t *testing.T) {
-	es := extract(t, `{"resourceType":"ValueSet","status":"active","url":"http://example.org/ValueSet/vs1","meta":{"profile":["http://example.org/StructureDefinition/p"]}}`, "url")
+	es := entriesOf(t, `{"resourceType":"ValueSet","status":"active","url":"http://example.org/ValueSet/vs1","meta":{"profile":["http://example.org/StructureDefinition/p"]}}`, "url")
 	if len(es) != 1 || es[0].Kind != KindURI || es[0].URI != "http://example.org/ValueSet/vs1" {
 		t.Errorf("url = %v", es)
 	}
-	es = extract(t, `{"resourceType":"ValueSet","status":"active","meta":{"profile":["http://example.org/StructureDefinition/p"]}}`, "_profile")
+	es = entriesOf(t, `{"resourceType":"ValueSet","status":"active","meta":{"profile":["http://example.org/StructureDefinition/p"]}}`, "_profile")
 	if len(es) != 1 || es[0].URI != "http://example.org/StructureDefinition/p" {
 		t.Errorf("_profile = %v", es)
 	}
@@ -329,7 +309,7 @@ func TestExtractComposite(t *testing.T) {
 	// A composite on the resource itself whose components are the type's
 	// own parameters is searched through them (Param.Conjoined): no entries.
 	for _, code := range []string{"code-value-quantity", "code-value-concept"} {
-		if es := extract(t, `{"resourceType":"Observation","status":"final",
+		if es := entriesOf(t, `{"resourceType":"Observation","status":"final",
 		"code":{"coding":[{"system":"http://loinc.org","code":"29463-7"},{"system":"http://snomed.info/sct","code":"27113001"}]},
 		"valueQuantity":{"value":72.4,"system":"http://unitsofmeasure.org","code":"kg"},
 		"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"V"}]}}`, code); len(es) != 0 {
@@ -339,7 +319,7 @@ func TestExtractComposite(t *testing.T) {
 	// A root composite whose value parameter reads more paths than its
 	// component (value-date also reads dateTime spelt differently) keeps
 	// its entries, a code × value product.
-	es := extract(t, `{"resourceType":"Observation","status":"final",
+	es := entriesOf(t, `{"resourceType":"Observation","status":"final",
 		"code":{"coding":[{"system":"http://loinc.org","code":"29463-7"},{"system":"http://snomed.info/sct","code":"27113001"}]},
 		"valueString":"high"}`, "code-value-string")
 	if len(es) != 2 {
@@ -352,11 +332,11 @@ func TestExtractComposite(t *testing.T) {
 		}
 	}
 	// The wrong value type gives no entry.
-	if es := extract(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"code":"x"}]},"valueBoolean":true}`, "code-value-string"); len(es) != 0 {
+	if es := entriesOf(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"code":"x"}]},"valueBoolean":true}`, "code-value-string"); len(es) != 0 {
 		t.Errorf("string value gave %v", es)
 	}
 	// Components pair within one component, never across components.
-	es = extract(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},
+	es = entriesOf(t, `{"resourceType":"Observation","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"85354-9"}]},
 		"component":[
 			{"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":{"value":120,"system":"http://unitsofmeasure.org","code":"mm[Hg]"}},
 			{"code":{"coding":[{"system":"http://loinc.org","code":"8462-4"}]},"valueQuantity":{"value":80,"system":"http://unitsofmeasure.org","code":"mm[Hg]"}}]}`,
@@ -369,7 +349,7 @@ func TestExtractComposite(t *testing.T) {
 		t.Errorf("pairs = %v", got)
 	}
 	// component-code-value-concept has equality keys.
-	es = extract(t, `{"resourceType":"Observation","status":"final","code":{"text":"x"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"L"}]},
+	es = entriesOf(t, `{"resourceType":"Observation","status":"final","code":{"text":"x"},"component":[{"code":{"coding":[{"system":"http://loinc.org","code":"L"}]},
 		"valueCodeableConcept":{"coding":[{"system":"http://snomed.info/sct","code":"V"}]}}]}`, "component-code-value-concept")
 	if len(es) != 1 {
 		t.Fatalf("component-code-value-concept %v", es)
@@ -445,7 +425,7 @@ func TestExtractFixtures(t *testing.T) {
 			t.Errorf("entry without param or kind: %v", e)
 		}
 		for _, k := range e.Keys() {
-			if !strings.HasPrefix(k, e.Param+keySep) && !strings.HasPrefix(k, e.Param+":") {
+			if !strings.HasPrefix(k, e.Param+index.KeySep) && !strings.HasPrefix(k, e.Param+":") {
 				t.Errorf("key %q lacks prefix %s", k, e.Param)
 			}
 		}

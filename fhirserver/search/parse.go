@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -263,7 +263,7 @@ func parseTypes(vals []string) ([]string, error) {
 				continue
 			}
 			if !profiles.IsResourceType(t) {
-				return nil, errf("_type", "unknown resource type "+quote(t))
+				return nil, errf("_type", "unknown resource type "+syntax.Quote(t))
 			}
 			if !slices.Contains(ts, t) {
 				ts = append(ts, t)
@@ -349,14 +349,14 @@ func (ps *parser) clause(types []string, name, value string, depth int) ([]Claus
 	code, mod, chain := splitName(name)
 	tps, ok := ps.lookup(types, code)
 	if !ok {
-		return nil, "unknown parameter " + quote(code) + forTypes(types), nil
+		return nil, "unknown parameter " + syntax.Quote(code) + forTypes(types), nil
 	}
 	c := Clause{Param: name}
 	var all []Clause
 	var terms [][]Match // conjunctions, OR'ed with c.Any
 	for _, tp := range tps {
 		if tp.p.Type == "special" {
-			return nil, "special parameter " + quote(code) + " is not supported", nil
+			return nil, "special parameter " + syntax.Quote(code) + " is not supported", nil
 		}
 		params := []*Param{tp.p}
 		if len(tp.p.Parts) > 0 {
@@ -495,7 +495,7 @@ func (ps *parser) conjoinedTerms(p *Param, name, mod, raw string) (terms [][]Mat
 		var sawTrue, sawFalse bool
 		for _, v := range vals {
 			if v != "true" && v != "false" {
-				return nil, nil, errf(name, ":missing takes true or false, not "+quote(v))
+				return nil, nil, errf(name, ":missing takes true or false, not "+syntax.Quote(v))
 			}
 			sawTrue, sawFalse = sawTrue || v == "true", sawFalse || v == "false"
 		}
@@ -512,21 +512,21 @@ func (ps *parser) conjoinedTerms(p *Param, name, mod, raw string) (terms [][]Mat
 		return [][]Match{t}, nil, nil
 	}
 	for _, v := range vals {
-		parts := splitEsc(v, '$')
+		parts := syntax.Split(v, '$')
 		if len(parts) != len(p.Conjoined) {
-			return nil, nil, errf(name, "composite value needs "+strconv.Itoa(len(p.Conjoined))+" components separated by $: "+quote(v))
+			return nil, nil, errf(name, "composite value needs "+strconv.Itoa(len(p.Conjoined))+" components separated by $: "+syntax.Quote(v))
 		}
 		var t []Match
 		for i, q := range p.Conjoined {
 			if parts[i] == "" {
-				return nil, nil, errf(name, "empty composite component in "+quote(v))
+				return nil, nil, errf(name, "empty composite component in "+syntax.Quote(v))
 			}
 			ms, err := ps.valueMatches(q, name, "", parts[i])
 			if err != nil {
 				return nil, nil, err
 			}
 			if len(ms) != 1 {
-				return nil, nil, errf(name, "composite component "+quote(parts[i])+" must be one value")
+				return nil, nil, errf(name, "composite component "+syntax.Quote(parts[i])+" must be one value")
 			}
 			t = append(t, ms[0])
 		}
@@ -593,15 +593,4 @@ func forTypes(types []string) string {
 		return " for all resource types"
 	}
 	return " for " + strings.Join(types, ", ")
-}
-
-func quote(s string) string {
-	if len(s) > 80 {
-		cut := 80
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return "\"" + s + "\""
 }

@@ -3,6 +3,8 @@ package search
 import (
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -34,17 +36,17 @@ func (ps *parser) referenceMatches(p *Param, name, mod string, vals []string) ([
 				out = append(out, m)
 				continue
 			}
-			keys = []string{key(p.Code+":identifier", f)}
+			keys = []string{index.Key(p.Code+":identifier", f)}
 		} else {
-			forms, err := ps.referenceForms(p, name, mod, unescape(v))
+			forms, err := ps.referenceForms(p, name, mod, syntax.Unescape(v))
 			if err != nil {
 				return nil, err
 			}
 			for _, f := range forms {
-				keys = append(keys, key(p.Code, f))
+				keys = append(keys, index.Key(p.Code, f))
 			}
 			if len(forms) > 1 {
-				out = append(out, Match{Op: OpKey, Keys: keys, BareID: unescape(v)})
+				out = append(out, Match{Op: OpKey, Keys: keys, BareID: syntax.Unescape(v)})
 				continue
 			}
 		}
@@ -77,15 +79,15 @@ func (ps *parser) referenceForm(p *Param, name, mod, v string) (string, error) {
 	v = ps.stripBase(v)
 	if strings.Contains(v, ":") {
 		if mod != "" {
-			return "", errf(name, "an absolute reference cannot take a type modifier: "+quote(v))
+			return "", errf(name, "an absolute reference cannot take a type modifier: "+syntax.Quote(v))
 		}
 		return v, nil // absolute URL, canonical or urn: stored as is
 	}
 	parts := strings.Split(v, "/")
 	switch {
 	case len(parts) == 1:
-		if !validID(v) || v == "" {
-			return "", errf(name, "not a resource id: "+quote(v))
+		if !syntax.ValidID(v) || v == "" {
+			return "", errf(name, "not a resource id: "+syntax.Quote(v))
 		}
 		switch {
 		case mod != "":
@@ -97,20 +99,20 @@ func (ps *parser) referenceForm(p *Param, name, mod, v string) (string, error) {
 	case len(parts) == 2 || len(parts) == 4 && parts[2] == "_history":
 		t, id := parts[0], parts[1]
 		if !profiles.IsResourceType(t) {
-			return "", errf(name, "unknown resource type in reference "+quote(v))
+			return "", errf(name, "unknown resource type in reference "+syntax.Quote(v))
 		}
-		if id == "" || !validID(id) || len(parts) == 4 && (parts[3] == "" || !validID(parts[3])) {
-			return "", errf(name, "not a reference: "+quote(v))
+		if id == "" || !syntax.ValidID(id) || len(parts) == 4 && (parts[3] == "" || !syntax.ValidID(parts[3])) {
+			return "", errf(name, "not a reference: "+syntax.Quote(v))
 		}
 		if mod != "" && t != mod {
-			return "", errf(name, "reference "+quote(v)+" is not to a "+mod)
+			return "", errf(name, "reference "+syntax.Quote(v)+" is not to a "+mod)
 		}
 		if !isTargetType(p, t) {
 			return "", errf(name, p.Code+" cannot refer to a "+t)
 		}
 		return v, nil
 	}
-	return "", errf(name, "not a reference: "+quote(v))
+	return "", errf(name, "not a reference: "+syntax.Quote(v))
 }
 
 // chainMatches makes the matches of a chained parameter ref[:Type].rest:
@@ -168,7 +170,7 @@ func (ps *parser) chainMatches(p *Param, name, mod, rest, value string, depth in
 		return nil, "", firstErr
 	}
 	if len(out) == 0 {
-		return nil, "chain " + quote(rest) + ": " + reason, nil
+		return nil, "chain " + syntax.Quote(rest) + ": " + reason, nil
 	}
 	return out, "", nil
 }
@@ -184,11 +186,11 @@ func (ps *parser) hasClause(types []string, name, value string, depth int) (Clau
 	}
 	t, ref, rest := parts[1], parts[2], parts[3]
 	if !profiles.IsResourceType(t) {
-		return Clause{}, "", errf(name, "unknown resource type "+quote(t))
+		return Clause{}, "", errf(name, "unknown resource type "+syntax.Quote(t))
 	}
 	p, ok := ps.r.Lookup(t, ref)
 	if !ok || p.Type != "reference" {
-		return Clause{}, "", errf(name, t+" has no reference parameter "+quote(ref))
+		return Clause{}, "", errf(name, t+" has no reference parameter "+syntax.Quote(ref))
 	}
 	if len(p.Targets) > 0 && len(types) > 0 {
 		refers := false

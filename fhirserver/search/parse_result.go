@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -79,7 +80,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, errf(name, "_count must be a non-negative integer, not "+quote(v))
+			return nil, errf(name, "_count must be a non-negative integer, not "+syntax.Quote(v))
 		}
 		if ps.opt.MaxCount > 0 && n > ps.opt.MaxCount {
 			n = ps.opt.MaxCount
@@ -135,13 +136,13 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 		}
 		s, ok := map[string]Summary{"true": SummaryTrue, "text": SummaryText, "data": SummaryData, "count": SummaryCount, "false": SummaryFalse}[v]
 		if !ok {
-			return nil, errf(name, "_summary takes true, text, data, count or false, not "+quote(v))
+			return nil, errf(name, "_summary takes true, text, data, count or false, not "+syntax.Quote(v))
 		}
 		rp.summary = s
 	case "_elements":
 		for e := range commaItems(vals) {
 			if !validElement(e) {
-				return nil, errf(name, "not an element name: "+quote(e))
+				return nil, errf(name, "not an element name: "+syntax.Quote(e))
 			}
 			if !slices.Contains(rp.elements, e) {
 				rp.elements = append(rp.elements, e)
@@ -157,7 +158,7 @@ func (rp *resultParams) add(ps *parser, types []string, name, base string, vals 
 		}
 		t, ok := map[string]TotalMode{"none": TotalNone, "estimate": TotalEstimate, "accurate": TotalAccurate}[v]
 		if !ok {
-			return nil, errf(name, "_total takes none, estimate or accurate, not "+quote(v))
+			return nil, errf(name, "_total takes none, estimate or accurate, not "+syntax.Quote(v))
 		}
 		rp.total, rp.hasTotal = t, true
 	}
@@ -192,11 +193,11 @@ func (ps *parser) sortable(types []string, code string) error {
 	name := "_sort"
 	tps, ok := ps.lookup(types, code)
 	if !ok {
-		return errf(name, "unknown parameter "+quote(code)+forTypes(types))
+		return errf(name, "unknown parameter "+syntax.Quote(code)+forTypes(types))
 	}
 	for _, tp := range tps {
 		if tp.p.Type == "composite" || tp.p.Type == "special" {
-			return errf(name, "cannot sort by "+tp.p.Type+" parameter "+quote(code))
+			return errf(name, "cannot sort by "+tp.p.Type+" parameter "+syntax.Quote(code))
 		}
 	}
 	return nil
@@ -271,24 +272,24 @@ func (ps *parser) include(types []string, name string, rev bool, v string, itera
 	}
 	parts := strings.Split(v, ":")
 	if len(parts) < 2 || len(parts) > 3 || parts[1] == "" {
-		return nil, errf(name, "takes Source:parameter[:Target], not "+quote(v))
+		return nil, errf(name, "takes Source:parameter[:Target], not "+syntax.Quote(v))
 	}
 	inc := Include{Source: parts[0], Param: parts[1], Iterate: iterate}
 	if !profiles.IsResourceType(inc.Source) {
-		return nil, errf(name, "unknown resource type "+quote(inc.Source))
+		return nil, errf(name, "unknown resource type "+syntax.Quote(inc.Source))
 	}
 	var p *Param
 	if inc.Param != "*" {
 		var ok bool
 		p, ok = ps.r.Lookup(inc.Source, inc.Param)
 		if !ok || p.Type != "reference" {
-			return nil, errf(name, inc.Source+" has no reference parameter "+quote(inc.Param))
+			return nil, errf(name, inc.Source+" has no reference parameter "+syntax.Quote(inc.Param))
 		}
 	}
 	if len(parts) == 3 {
 		inc.Target = parts[2]
 		if !profiles.IsResourceType(inc.Target) {
-			return nil, errf(name, "unknown resource type "+quote(inc.Target))
+			return nil, errf(name, "unknown resource type "+syntax.Quote(inc.Target))
 		}
 		if p != nil && !isTargetType(p, inc.Target) {
 			return nil, errf(name, inc.Source+"."+inc.Param+" cannot refer to a "+inc.Target)

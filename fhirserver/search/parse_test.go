@@ -9,12 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kiln-fhir/kiln/profiles"
 )
 
 // The expected IR below is derived by hand from the FHIR R4 search page
-// and the key and row encodings of entry.go and rows.go, not printed from
+// and the key and row encodings of package index, not printed from
 // the parser.
 
 var testNow = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -562,79 +560,6 @@ func TestParseDeterministic(t *testing.T) {
 	}
 }
 
-func TestSplitEsc(t *testing.T) {
-	for in, want := range map[string][]string{
-		`a,b`:     {"a", "b"},
-		`a\,b,c`:  {`a\,b`, "c"},
-		`a\\,b`:   {`a\\`, "b"},
-		`,`:       {"", ""},
-		`trail\`:  {`trail\`},
-		`x\|y,\$`: {`x\|y`, `\$`},
-	} {
-		if got := splitEsc(in, ','); !reflect.DeepEqual(got, want) {
-			t.Errorf("splitEsc(%q) = %q, want %q", in, got, want)
-		}
-	}
-	for in, want := range map[string]string{`a\,b`: "a,b", `\$\|\\`: `$|\`, `a\b`: `a\b`, `end\`: `end\`} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestConceptSetFilters(t *testing.T) {
-	f := func(op, value string) profiles.ConceptSet {
-		return profiles.ConceptSet{System: obsSt, Filter: []profiles.ConceptFilter{{Property: "concept", Op: op, Value: value}}}
-	}
-	all := []string{"registered", "preliminary", "final", "amended", "corrected", "cancelled", "entered-in-error", "unknown"}
-	for _, tt := range []struct {
-		cs   profiles.ConceptSet
-		want []string
-	}{
-		{profiles.ConceptSet{System: obsSt}, all},
-		{profiles.ConceptSet{System: obsSt, Concept: []profiles.ConceptReference{{Code: "final"}, {Code: "bogus"}}}, []string{"final", "bogus"}},
-		{f("is-a", "amended"), []string{"amended", "corrected"}},
-		{f("descendent-of", "amended"), []string{"corrected"}},
-		{f("is-not-a", "amended"), []string{"registered", "preliminary", "final", "cancelled", "entered-in-error", "unknown"}},
-		{f("in", "final,unknown,bogus"), []string{"final", "unknown"}},
-		{f("=", "final"), []string{"final"}},
-	} {
-		got, err := terms{}.conceptSet("vs", tt.cs, 0)
-		if err != nil {
-			t.Errorf("%+v: %v", tt.cs, err)
-			continue
-		}
-		want := make([]string, len(tt.want))
-		for i, c := range tt.want {
-			want[i] = obsSt + "|" + c
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("%+v:\n got %v\nwant %v", tt.cs, got, want)
-		}
-	}
-	for _, cs := range []profiles.ConceptSet{
-		f("regex", ".*"),
-		{System: obsSt, Filter: []profiles.ConceptFilter{{Property: "status", Op: "=", Value: "x"}}},
-		{System: "http://example.org/not-here"},
-		{ValueSet: []string{"http://example.org/ValueSet/none"}},
-	} {
-		if _, err := (terms{}).conceptSet("vs", cs, 0); err == nil {
-			t.Errorf("%+v: no error", cs)
-		}
-	}
-	// An include of ValueSets only is their expansion; with a system, the
-	// intersection.
-	got, err := terms{}.conceptSet("vs", profiles.ConceptSet{ValueSet: []string{"http://hl7.org/fhir/ValueSet/administrative-gender"}}, 0)
-	if err != nil || len(got) != 4 {
-		t.Errorf("valueSet include: %v %v", got, err)
-	}
-	got, err = terms{}.conceptSet("vs", profiles.ConceptSet{System: gender, Concept: []profiles.ConceptReference{{Code: "male"}, {Code: "x"}},
-		ValueSet: []string{"http://hl7.org/fhir/ValueSet/administrative-gender"}}, 0)
-	if err != nil || !reflect.DeepEqual(got, []string{gender + "|male"}) {
-		t.Errorf("intersection: %v %v", got, err)
-	}
-}
-
 func TestParseRevIncludeAll(t *testing.T) {
 	p := mustParse(t, []string{"Patient"}, params("_revinclude", "*"))
 	for _, want := range []Include{
@@ -672,5 +597,30 @@ func TestParseStrictNamesAll(t *testing.T) {
 	var se *Error
 	if !errors.As(err, &se) || se.Param != "_nonsense" || !strings.Contains(se.Error(), "foo") {
 		t.Errorf("got %v, want an error naming _nonsense and foo", err)
+	}
+}
+
+// TestParseFoldsStringValues: the query side folds a string value with
+// Normalize, as the index side folds the stored string (family=Nguyễn
+// and family=nguyen look up the same key), while :exact keeps the value
+// as written.
+func TestParseFoldsStringValues(t *testing.T) {
+	for _, tt := range []struct {
+		name, value string
+		want        Match
+	}{
+		{"family", "Nguyễn", prefixM("family\x1fnguyen")},
+		{"family", "Nguye\u0302\u0303n", prefixM("family\x1fnguyen")},
+		{"family", "İstanbul", prefixM("family\x1fistanbul")},
+		{"family:contains", "Ễ", Match{Op: OpKeyContains, Prefix: "family\x1f", Contains: "e"}},
+		{"family:exact", "Nguyễn", keyM("family:exact\x1fNguyễn")},
+	} {
+		p := mustParse(t, []string{"Patient"}, params(tt.name, tt.value))
+		if len(p.Query.Where) != 1 || len(p.Query.Where[0].Any) != 1 {
+			t.Fatalf("%s=%s: %+v", tt.name, tt.value, p.Query.Where)
+		}
+		if got := p.Query.Where[0].Any[0]; got.Op != tt.want.Op || got.Prefix != tt.want.Prefix || got.Contains != tt.want.Contains || !slices.Equal(got.Keys, tt.want.Keys) {
+			t.Errorf("%s=%s: %+v, want %+v", tt.name, tt.value, got, tt.want)
+		}
 	}
 }

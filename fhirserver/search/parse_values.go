@@ -6,54 +6,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/syntax"
 	"github.com/kiln-fhir/kiln/profiles"
 )
-
-// splitEsc splits s at each sep not escaped by a backslash; the parts keep
-// their escapes (unescape them once they are not split further).
-func splitEsc(s string, sep byte) []string {
-	var parts []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case sep:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// unescape removes the search escapes \, \$ \| and \\; other backslashes
-// are kept as written.
-func unescape(s string) string {
-	if strings.IndexByte(s, '\\') < 0 {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			switch s[i+1] {
-			case ',', '$', '|', '\\':
-				b.WriteByte(s[i+1])
-				i++
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
 
 // values splits a parameter value at its unescaped commas, dropping
 // empty items.
 func values(name, raw string) ([]string, error) {
 	var out []string
-	for _, v := range splitEsc(raw, ',') {
+	for _, v := range syntax.Split(raw, ',') {
 		if v != "" {
 			out = append(out, v)
 		}
@@ -118,7 +83,7 @@ func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error)
 		var out []Match
 		for _, v := range vals {
 			if v != "true" && v != "false" {
-				return nil, errf(name, ":missing takes true or false, not "+quote(v))
+				return nil, errf(name, ":missing takes true or false, not "+syntax.Quote(v))
 			}
 			out = append(out, Match{Op: OpMissing, Param: p.Code, Missing: v == "true"})
 		}
@@ -138,7 +103,7 @@ func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error)
 		case "string":
 			m, err = stringMatch(p.Code, name, mod, v)
 		case "uri":
-			ms, err := uriMatches(p.Code, name, mod, unescape(v))
+			ms, err := uriMatches(p.Code, name, mod, syntax.Unescape(v))
 			if err != nil {
 				return nil, err
 			}
@@ -164,14 +129,14 @@ func (ps *parser) valueMatches(p *Param, name, mod, raw string) ([]Match, error)
 }
 
 func stringMatch(code, name, mod, v string) (Match, error) {
-	v = unescape(v)
+	v = syntax.Unescape(v)
 	switch mod {
 	case "exact":
-		return Match{Op: OpKey, Keys: []string{key(code+":exact", v)}}, nil
+		return Match{Op: OpKey, Keys: []string{index.Key(code+":exact", v)}}, nil
 	case "contains":
-		return Match{Op: OpKeyContains, Prefix: code + keySep, Contains: Normalize(v)}, nil
+		return Match{Op: OpKeyContains, Prefix: code + index.KeySep, Contains: Normalize(v)}, nil
 	}
-	return Match{Op: OpKeyPrefix, Prefix: key(code, Normalize(v))}, nil
+	return Match{Op: OpKeyPrefix, Prefix: index.Key(code, Normalize(v))}, nil
 }
 
 // uriMatches are the matches of a uri value. :below and :above follow the
@@ -180,22 +145,22 @@ func stringMatch(code, name, mod, v string) (Match, error) {
 // path to follow, so they refuse one.
 func uriMatches(code, name, mod, v string) ([]Match, error) {
 	if (mod == "below" || mod == "above") && !strings.Contains(v, "://") {
-		return nil, errf(name, ":"+mod+" follows the path of a URL; "+quote(v)+" is not a URL")
+		return nil, errf(name, ":"+mod+" follows the path of a URL; "+syntax.Quote(v)+" is not a URL")
 	}
 	switch mod {
 	case "below":
 		if strings.HasSuffix(v, "/") {
-			return []Match{{Op: OpKeyPrefix, Prefix: key(code, v)}}, nil
+			return []Match{{Op: OpKeyPrefix, Prefix: index.Key(code, v)}}, nil
 		}
-		return []Match{{Op: OpKey, Keys: []string{key(code, v)}}, {Op: OpKeyPrefix, Prefix: key(code, v+"/")}}, nil
+		return []Match{{Op: OpKey, Keys: []string{index.Key(code, v)}}, {Op: OpKeyPrefix, Prefix: index.Key(code, v+"/")}}, nil
 	case "above":
 		var keys []string
 		for _, u := range uriAbove(v) {
-			keys = append(keys, key(code, u))
+			keys = append(keys, index.Key(code, u))
 		}
 		return []Match{{Op: OpKey, Keys: keys}}, nil
 	}
-	return []Match{{Op: OpKey, Keys: []string{key(code, v)}}}, nil
+	return []Match{{Op: OpKey, Keys: []string{index.Key(code, v)}}}, nil
 }
 
 // uriAbove lists v and every prefix of it that ends just before or at a
@@ -237,7 +202,7 @@ func splitPrefix(name, v string) (Cmp, string, error) {
 	if len(v) >= 2 && isLetter(v[0]) && isLetter(v[1]) {
 		c, ok := prefixes[v[:2]]
 		if !ok {
-			return 0, "", errf(name, "unknown prefix "+quote(v[:2]))
+			return 0, "", errf(name, "unknown prefix "+syntax.Quote(v[:2]))
 		}
 		return c, v[2:], nil
 	}
@@ -246,45 +211,8 @@ func splitPrefix(name, v string) (Cmp, string, error) {
 
 func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
-// decimalLiteral checks the FHIR decimal syntax (with an optional
-// exponent) before big.Rat sees the text: Rat also reads fractions and
-// hexadecimal, and a huge exponent would allocate without bound.
-func decimalLiteral(s string) bool {
-	i := 0
-	if i < len(s) && (s[i] == '-' || s[i] == '+') {
-		i++
-	}
-	digits := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-		digits++
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-			digits++
-		}
-	}
-	if digits == 0 || digits > 100 {
-		return false
-	}
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-		i++
-		if i < len(s) && (s[i] == '-' || s[i] == '+') {
-			i++
-		}
-		n := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-			n++
-		}
-		if n == 0 || n > 3 {
-			return false
-		}
-	}
-	return i == len(s)
-}
+// ucumSystem is the code system of UCUM units.
+const ucumSystem = "http://unitsofmeasure.org"
 
 // number is a parsed query number: the value and its precision range.
 type number struct{ val, low, high *big.Rat }
@@ -292,16 +220,20 @@ type number struct{ val, low, high *big.Rat }
 func parseNumber(name, lit string) (number, error) {
 	// A '+' sign arrives as a space when the client did not encode it.
 	lit = strings.TrimSpace(lit)
-	if !decimalLiteral(lit) {
-		return number{}, errf(name, "not a number: "+quote(lit))
+	if !syntax.IsDecimal(lit) {
+		return number{}, errf(name, "not a number: "+syntax.Quote(lit))
 	}
-	val, low, high, ok := precisionRange(strings.TrimPrefix(lit, "+"))
+	d, ok := decimal.Parse(strings.TrimPrefix(lit, "+"))
+	var val, low, high *big.Rat
+	if ok {
+		val, low, high, ok = d.Range() // as the index takes a stored value's
+	}
 	if !ok {
-		return number{}, errf(name, "not a number: "+quote(lit))
+		return number{}, errf(name, "not a number: "+syntax.Quote(lit))
 	}
 	n := number{val, low, high}
 	if !n.finite() {
-		return number{}, errf(name, "number out of range: "+quote(lit))
+		return number{}, errf(name, "number out of range: "+syntax.Quote(lit))
 	}
 	return n, nil
 }
@@ -322,8 +254,14 @@ func prefixedNumber(name, v string) (Cmp, number, error) {
 	if err != nil {
 		return 0, number{}, err
 	}
-	n, err := parseNumber(name, unescape(lit))
+	n, err := parseNumber(name, syntax.Unescape(lit))
 	return c, n, err
+}
+
+// ratFloat is r as a float64, the form in which index rows hold numbers.
+func ratFloat(r *big.Rat) float64 {
+	f, _ := r.Float64()
+	return f
 }
 
 // numberRange fills the OpNumber fields of m from n and the comparator:
@@ -357,9 +295,9 @@ func (ps *parser) dateMatch(param, name, v string) (Match, error) {
 	if err != nil {
 		return Match{}, err
 	}
-	d, err := fhirtime.Parse(unescape(lit))
+	d, err := fhirtime.Parse(syntax.Unescape(lit))
 	if err != nil {
-		return Match{}, errf(name, "not a date: "+quote(lit))
+		return Match{}, errf(name, "not a date: "+syntax.Quote(lit))
 	}
 	m := Match{Op: OpDate, Param: param, Cmp: c, Low: d.Low.UnixMicro(), High: d.High.UnixMicro()}
 	if c == CmpAp {
@@ -377,9 +315,9 @@ func (ps *parser) dateMatch(param, name, v string) (Match, error) {
 // in any system; a UCUM unit that converts searches the canonical rows
 // with the bounds converted.
 func quantityMatch(param, name, v string) (Match, error) {
-	parts := splitEsc(v, '|')
+	parts := syntax.Split(v, '|')
 	if len(parts) != 1 && len(parts) != 3 {
-		return Match{}, errf(name, "a quantity is number, or number|system|code: "+quote(v))
+		return Match{}, errf(name, "a quantity is number, or number|system|code: "+syntax.Quote(v))
 	}
 	c, n, err := prefixedNumber(name, parts[0])
 	if err != nil {
@@ -387,20 +325,20 @@ func quantityMatch(param, name, v string) (Match, error) {
 	}
 	m := Match{Op: OpNumber, Param: param, Cmp: c}
 	if len(parts) == 3 {
-		system, code := unescape(parts[1]), unescape(parts[2])
+		system, code := syntax.Unescape(parts[1]), syntax.Unescape(parts[2])
 		switch {
 		case code == "" && system == "":
 		case code == "":
-			return Match{}, errf(name, "a quantity system needs a code: "+quote(v))
+			return Match{}, errf(name, "a quantity system needs a code: "+syntax.Quote(v))
 		case system == ucumSystem:
 			if cn, unit, ok := canonicalNumber(n, code); ok {
 				n = cn
-				m.Param = param + keySep + "ucum:" + unit
+				m.Param = param + index.KeySep + "ucum:" + unit
 			} else {
-				m.Param = param + keySep + system + "|" + code
+				m.Param = param + index.KeySep + system + "|" + code
 			}
 		default:
-			m.Param = param + keySep + system + "|" + code
+			m.Param = param + index.KeySep + system + "|" + code
 		}
 	}
 	numberRange(&m, n)
@@ -433,10 +371,10 @@ func canonicalNumber(n number, code string) (number, string, bool) {
 // date, number or quantity is a range match on the rows stored under the
 // composite's code and the other components' keys (compositeRows).
 func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
-	parts := splitEsc(v, '$')
+	parts := syntax.Split(v, '$')
 	n := len(p.Components)
 	if n < 2 || len(parts) != n {
-		return Match{}, errf(name, "composite value needs "+strconv.Itoa(n)+" components separated by $: "+quote(v))
+		return Match{}, errf(name, "composite value needs "+strconv.Itoa(n)+" components separated by $: "+syntax.Quote(v))
 	}
 	heads := make([]string, 0, n)
 	for i, c := range p.Components {
@@ -449,11 +387,11 @@ func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
 				return Match{}, err
 			}
 		case "string":
-			k = Normalize(unescape(part))
+			k = Normalize(syntax.Unescape(part))
 		case "uri":
-			k = unescape(part)
+			k = syntax.Unescape(part)
 		case "reference":
-			k = ps.stripBase(unescape(part))
+			k = ps.stripBase(syntax.Unescape(part))
 		case "date", "number", "quantity":
 			if i != n-1 {
 				return Match{}, errf(name, "composite parameters with a "+c.Type+" component before the last are not supported")
@@ -461,7 +399,7 @@ func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
 			for _, h := range heads {
 				if strings.HasSuffix(h, "|") {
 					// Rows are stored only under heads naming a code.
-					return Match{}, errf(name, "a composite component before a "+c.Type+" needs a code, not only a system: "+quote(v))
+					return Match{}, errf(name, "a composite component before a "+c.Type+" needs a code, not only a system: "+syntax.Quote(v))
 				}
 			}
 			param := p.Code + "$" + strings.Join(heads, "$")
@@ -477,9 +415,9 @@ func (ps *parser) compositeMatch(p *Param, name, v string) (Match, error) {
 			return Match{}, errf(name, "composite component of type "+c.Type+" is not supported")
 		}
 		if k == "" {
-			return Match{}, errf(name, "empty composite component in "+quote(v))
+			return Match{}, errf(name, "empty composite component in "+syntax.Quote(v))
 		}
 		heads = append(heads, k)
 	}
-	return Match{Op: OpKey, Keys: []string{key(p.Code, strings.Join(heads, "$"))}}, nil
+	return Match{Op: OpKey, Keys: []string{index.Key(p.Code, strings.Join(heads, "$"))}}, nil
 }

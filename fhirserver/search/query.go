@@ -3,7 +3,7 @@ package search
 // This file is the search IR: what the query parser produces and what each
 // store backend compiles (to SQL, to a Mongo filter). It holds no HTTP and no
 // storage concerns. Values are already encoded in the forms the index rows
-// use (see rows.go), so a backend never interprets FHIR search syntax.
+// use (see package index), so a backend never interprets FHIR search syntax.
 
 // Query is one search: the conjunction of its clauses over resources of
 // Types, in Sort order, one page of Count at a time.

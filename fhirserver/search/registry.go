@@ -10,8 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/extract"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/paramexpr"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -21,18 +23,6 @@ type Component struct {
 	Code       string // that parameter's code
 	Type       string // that parameter's type (token, quantity, date, …)
 	Expression string // relative to each item of the composite
-	// expr evaluates Expression on the item bound to %item (the item
-	// keeps its FHIR type, which a raw JSON node would lose).
-	expr *fhirpath.Expression
-	// need is the element of the item the component starts from ("" when
-	// not a plain path): an item without it cannot match, and composites
-	// are skipped before any evaluation (an Observation with a Quantity
-	// value has no code-value-concept entry).
-	need string
-	// plain is Expression compiled as is, evaluated directly on the
-	// resource when the composite's item is the resource itself
-	// (Observation code-value-*), which saves binding %item.
-	plain *fhirpath.Expression
 }
 
 // Param is a search parameter as it applies to one resource type.
@@ -47,12 +37,6 @@ type Param struct {
 	Expr       *fhirpath.Expression
 	Components []Component
 	Custom     bool // posted to the server rather than from the core spec
-	// need lists the top-level elements (base names of choices) one of
-	// which the resource must have for Expr to yield anything; nil when
-	// the expression is not a plain path and must always be evaluated.
-	// Most parameters of a resource type are absent from any one
-	// resource, and skipping them is the main saving of Extract.
-	need []string
 	// Parts, when set, are the parameters of the same type whose union
 	// this one is (Observation combo-code = code | component-code, and the
 	// combo composites likewise). Such a parameter is not indexed: a
@@ -73,19 +57,22 @@ type Param struct {
 	// index one part of each of this one's values (Patient family and
 	// given are the family and given of each name, which name indexes
 	// too; see linkCovered). This parameter stores no keys for those
-	// parts (skip), and a search on it also searches their keys. Its sort
+	// parts (x.Skip), and a search on it also searches their keys. Its sort
 	// row still comes from every part, so _sort and :missing need nothing
 	// of theirs.
 	Covered []*Param
-	skip    subParts
 	// branches are the union branches of the expression that apply to
 	// this resource type.
 	branches []string
+	// x is the parameter as extraction evaluates it (when Indexable):
+	// the elements a resource must have, the parts Covered leaves out
+	// (Skip), and the compiled components.
+	x extract.Param
 }
 
 // Indexable reports whether Extract produces entries for the parameter:
 // it has an expression and a type with an index form (not special).
-func (p *Param) Indexable() bool { return p.Expr != nil && kindOf(p.Type) != 0 }
+func (p *Param) Indexable() bool { return p.Expr != nil && index.KindOf(p.Type) != 0 }
 
 // typeParams is the immutable parameter set of one resource type; AddCustom
 // replaces it wholesale (copy on write) so readers hold no lock while
@@ -319,7 +306,7 @@ func linkCovered(m map[string]*Param) {
 		if !eligible(p) {
 			continue
 		}
-		for i, part := range subPartNames {
+		for i, part := range extract.PartNames {
 			want := make([]string, len(p.branches))
 			for j, b := range p.branches {
 				want[j] = strings.TrimSpace(b) + "." + part
@@ -328,7 +315,7 @@ func linkCovered(m map[string]*Param) {
 				q := m[c]
 				if q != p && eligible(q) && sameSet(trimmed(q.branches), want) {
 					p.Covered = append(p.Covered, q)
-					p.skip |= 1 << i
+					p.x.Skip |= 1 << i
 					break
 				}
 			}
@@ -396,7 +383,7 @@ func sameBranches(t string, q *Param, expr string) bool {
 		own = append(own, b)
 	}
 	var comp []string
-	for _, b := range unionBranches(expr) {
+	for _, b := range paramexpr.Branches(expr) {
 		comp = append(comp, t+"."+norm(b.Source))
 	}
 	slices.Sort(own)
@@ -457,198 +444,49 @@ func (r *Registry) makeParam(sp *profiles.SearchParameter, t string) (*Param, er
 		Code: sp.Code, Type: sp.Type, URL: sp.URL,
 		Base: sp.Base, Targets: sp.Target, Expression: sp.Expression,
 	}
-	if sp.Expression == "" || kindOf(sp.Type) == 0 {
+	if sp.Expression == "" || index.KindOf(sp.Type) == 0 {
 		return p, nil // kept for lookup, not indexed
 	}
-	all, err := compileCached(sp.Expression)
+	all, err := paramexpr.Compile(sp.Expression)
 	if err != nil {
 		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
 	}
-	src, kept := keptBranches(sp.Expression, all.Branches(), t)
+	src, kept := paramexpr.Kept(sp.Expression, all.Branches(), t)
 	for _, b := range kept {
 		p.branches = append(p.branches, b.Source)
 	}
 	if r.whole {
 		src = sp.Expression
 	}
-	expr, err := compileCached(src)
+	expr, err := paramexpr.Compile(src)
 	if err != nil {
 		return nil, fmt.Errorf("search: parameter %s (%s): %w", sp.Code, sp.URL, err)
 	}
 	p.Expr = expr
-	p.need = needsOf(expr.Branches())
+	p.x = extract.Param{Code: sp.Code, Kind: index.KindOf(sp.Type), Expr: expr, Need: paramexpr.Needs(expr.Branches())}
+	if n := len(sp.Component); n > 0 {
+		p.Components, p.x.Components = make([]Component, 0, n), make([]extract.Component, 0, n)
+	}
 	for _, c := range sp.Component {
 		def, ok := r.byURL[c.Definition]
 		if !ok {
 			return nil, fmt.Errorf("search: composite parameter %s: unknown component %s", sp.Code, c.Definition)
 		}
-		if kindOf(def.Type) == 0 || def.Type == "composite" {
+		if index.KindOf(def.Type) == 0 || def.Type == "composite" {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s has type %s", sp.Code, c.Definition, def.Type)
 		}
-		ce, err := compileCached("%item.select(" + c.Expression + ")")
+		ce, err := paramexpr.Compile("%item.select(" + c.Expression + ")")
 		if err != nil {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
 		}
-		plain, err := compileCached(c.Expression)
+		plain, err := paramexpr.Compile(c.Expression)
 		if err != nil {
 			return nil, fmt.Errorf("search: composite parameter %s: component %s: %w", sp.Code, c.Definition, err)
 		}
-		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression, expr: ce, plain: plain, need: relativeNeed(plain)})
+		p.Components = append(p.Components, Component{Definition: c.Definition, Code: def.Code, Type: def.Type, Expression: c.Expression})
+		p.x.Components = append(p.x.Components, extract.Component{Code: def.Code, Kind: index.KindOf(def.Type), Expr: ce, Plain: plain, Need: paramexpr.RelativeNeed(plain)})
 	}
 	return p, nil
-}
-
-// compiled caches compiled expressions by source: the same branch (e.g.
-// "Resource.meta.tag") is shared by every resource type. Expressions are
-// immutable, so sharing is safe. Custom parameters bring expressions from
-// clients, so the cache is bounded, least recently used out first; the R4
-// parameters need about 1,700 entries.
-var compiled = func() *lru.Cache[string, *fhirpath.Expression] {
-	c, err := lru.New[string, *fhirpath.Expression](maxCompiled)
-	if err != nil {
-		panic(err) // only for a size below 1
-	}
-	return c
-}()
-
-const maxCompiled = 8192
-
-func compileCached(src string) (*fhirpath.Expression, error) {
-	if e, ok := compiled.Get(src); ok {
-		return e, nil
-	}
-	e, err := fhirpath.Compile(src)
-	if err != nil {
-		return nil, err
-	}
-	compiled.Add(src, e)
-	return e, nil
-}
-
-// unionBranches returns the top-level union branches of expr as the
-// FHIRPath parser reads them; nil when expr does not compile.
-func unionBranches(expr string) []fhirpath.Branch {
-	e, err := compileCached(expr)
-	if err != nil {
-		return nil
-	}
-	return e.Branches()
-}
-
-// branchesFor keeps the top-level union branches of expr that can apply
-// to resource type t (see keptBranches) and returns them as one
-// expression.
-func branchesFor(expr, t string) string {
-	src, _ := keptBranches(expr, unionBranches(expr), t)
-	return src
-}
-
-// keptBranches keeps the branches bs of expr that can apply to resource
-// type t: those whose first step is t, and those that are type-agnostic
-// (Resource.…, or a first step that is not a resource type). R4 writes
-// multi-base parameters as "Patient.name | Practitioner.name | …";
-// evaluating the branches of other types is wasted work (they yield
-// nothing), so they are dropped at build time. A branch holding a union
-// is kept whole: it may name several types. src is the kept branches
-// joined; with a single branch, or when nothing is kept, it is expr
-// unchanged and every branch is returned.
-func keptBranches(expr string, bs []fhirpath.Branch, t string) (src string, kept []fhirpath.Branch) {
-	if len(bs) < 2 {
-		return expr, bs
-	}
-	var parts []string
-	for _, b := range bs {
-		if b.First == t || !profiles.IsResourceType(b.First) || b.Union {
-			kept = append(kept, b)
-			parts = append(parts, b.Source)
-		}
-	}
-	if len(kept) == 0 {
-		return expr, bs
-	}
-	return strings.Join(parts, " | "), kept
-}
-
-// needs returns the top-level element names the union branches of expr
-// start with (see needsOf); nil when expr does not compile.
-func needs(expr string) []string { return needsOf(unionBranches(expr)) }
-
-// needsOf returns the top-level element names the branches start with
-// ("Patient.name | Patient.address" → name, address), or nil when a
-// branch is not of the form Type.element… made of steps that yield
-// nothing when the element is absent (a function at the top, an
-// operator, a nested union, a variable).
-func needsOf(bs []fhirpath.Branch) []string {
-	var out []string
-	for _, b := range bs {
-		if b.Union || !emptyPropagating(b.Path) || len(b.Path) < 2 {
-			return nil
-		}
-		first, elem := b.Path[0], b.Path[1]
-		if first.Call || first.Index || first.Operator ||
-			first.Name != "Resource" && first.Name != "DomainResource" && !profiles.IsResourceType(first.Name) {
-			return nil
-		}
-		if elem.Call || elem.Index || elem.Operator {
-			return nil // a function on the resource, not an element
-		}
-		if !slices.Contains(out, elem.Name) {
-			out = append(out, elem.Name)
-		}
-	}
-	return out
-}
-
-// emptyFuncs are the functions that return empty on empty input; a path
-// made only of steps, these functions and the infix as/is yields nothing
-// when its first element is absent. Others (exists(), empty(), not(),
-// count(), and, =, …) make values from nothing: Patient.deceased.exists()
-// and … is false, not empty, for a Patient without deceased[x].
-var emptyFuncs = map[string]bool{
-	"where": true, "as": true, "ofType": true, "resolve": true, "extension": true,
-	"first": true, "last": true, "select": true, "is": true, "single": true,
-	"tail": true, "distinct": true, "children": true, "descendants": true,
-}
-
-// emptyPropagating reports whether path is a navigation path in the
-// sense of emptyFuncs (function arguments are not inspected: they are
-// only evaluated for items that exist).
-func emptyPropagating(path []fhirpath.Step) bool {
-	if path == nil {
-		return false
-	}
-	for _, st := range path {
-		if st.Call && !emptyFuncs[st.Name] {
-			return false
-		}
-	}
-	return true
-}
-
-// relativeNeed returns the element of the item a relative path such as
-// "code" or "value.as(Quantity)" starts from, or "" when it starts
-// otherwise (a function, a resource type, a literal) or holds a union or
-// a variable. A choice narrowed to one type gives the JSON name of that
-// choice ("value.as(Quantity)" → "valueQuantity"), so that items with
-// another type of value are skipped without evaluation.
-func relativeNeed(e *fhirpath.Expression) string {
-	bs := e.Branches()
-	if len(bs) != 1 {
-		return ""
-	}
-	b := bs[0]
-	if b.Union || b.Variables || b.FirstCall || b.First == "" || profiles.IsResourceType(b.First) {
-		return ""
-	}
-	if len(b.Path) == 2 {
-		st := b.Path[1]
-		// Quantity has subtypes (Age, Duration…) that as() accepts under
-		// other JSON names: not narrowed.
-		if st.Call && (st.Name == "as" || st.Name == "ofType") && st.TypeNS == "" && st.Type != "" && st.Type != "Quantity" {
-			return b.First + strings.ToUpper(st.Type[:1]) + st.Type[1:]
-		}
-	}
-	return b.First
 }
 
 // Lookup returns the parameter code of resourceType.

@@ -40,9 +40,9 @@ func TestRegistryGolden(t *testing.T) {
 				fmt.Fprintf(&b, "%s %s [%s] not indexed\n", typ, p.Code, p.Type)
 				continue
 			}
-			fmt.Fprintf(&b, "%s %s [%s]\n\tsrc: %s\n\tbranches: %q\n\tneed: %q\n", typ, p.Code, p.Type, p.Expr.String(), p.branches, p.need)
-			for _, c := range p.Components {
-				fmt.Fprintf(&b, "\tcomponent %s %q need %q\n", c.Code, c.Expression, c.need)
+			fmt.Fprintf(&b, "%s %s [%s]\n\tsrc: %s\n\tbranches: %q\n\tneed: %q\n", typ, p.Code, p.Type, p.Expr.String(), p.branches, p.x.Need)
+			for i, c := range p.Components {
+				fmt.Fprintf(&b, "\tcomponent %s %q need %q\n", c.Code, c.Expression, p.x.Components[i].Need)
 			}
 			if len(p.Parts) > 0 {
 				fmt.Fprintf(&b, "\tparts: %s\n", codes(p.Parts))

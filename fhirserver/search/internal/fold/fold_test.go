@@ -1,7 +1,6 @@
-package search
+package fold
 
 import (
-	"slices"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -223,31 +222,6 @@ func TestCaseFold(t *testing.T) {
 	for _, c := range []struct{ in, want rune }{{'Ꭰ', 'ꭰ'}, {'ꭰ', 'ꭰ'}, {'ς', 'σ'}, {'ſ', 's'}, {'µ', 'μ'}, {'K', 'k'}, {'İ', 'i'}, {'ı', 'i'}} {
 		if got := caseFold(c.in); got != c.want {
 			t.Errorf("caseFold(%q) = %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-// TestParseFoldsStringValues: the query side folds a string value with
-// Normalize, as the index side folds the stored string (family=Nguyễn
-// and family=nguyen look up the same key), while :exact keeps the value
-// as written.
-func TestParseFoldsStringValues(t *testing.T) {
-	for _, tt := range []struct {
-		name, value string
-		want        Match
-	}{
-		{"family", "Nguyễn", prefixM("family\x1fnguyen")},
-		{"family", "Nguye\u0302\u0303n", prefixM("family\x1fnguyen")},
-		{"family", "İstanbul", prefixM("family\x1fistanbul")},
-		{"family:contains", "Ễ", Match{Op: OpKeyContains, Prefix: "family\x1f", Contains: "e"}},
-		{"family:exact", "Nguyễn", keyM("family:exact\x1fNguyễn")},
-	} {
-		p := mustParse(t, []string{"Patient"}, params(tt.name, tt.value))
-		if len(p.Query.Where) != 1 || len(p.Query.Where[0].Any) != 1 {
-			t.Fatalf("%s=%s: %+v", tt.name, tt.value, p.Query.Where)
-		}
-		if got := p.Query.Where[0].Any[0]; got.Op != tt.want.Op || got.Prefix != tt.want.Prefix || got.Contains != tt.want.Contains || !slices.Equal(got.Keys, tt.want.Keys) {
-			t.Errorf("%s=%s: %+v, want %+v", tt.name, tt.value, got, tt.want)
 		}
 	}
 }

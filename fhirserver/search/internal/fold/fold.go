@@ -1,4 +1,6 @@
-package search
+// Package fold is the string fold of search: the case- and accent-insensitive
+// form in which string index keys are stored and string queries are looked up.
+package fold
 
 import (
 	"strings"
@@ -9,7 +11,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// FoldVersion names the definition of Normalize. Stored string index keys
+// Version names the definition of Normalize. Stored string index keys
 // were built with the fold of the version that wrote them: a store whose
 // keys carry an older version must be reindexed before they match queries
 // folded with this one. Bump it whenever Normalize's output changes for
@@ -21,7 +23,7 @@ import (
 //     case folding of every script, so precomposed letters of every block
 //     fold like their decomposed forms ("Nguyễn" with U+1EC5 is found by
 //     nguyen).
-const FoldVersion = 2
+const Version = 2
 
 // Normalize folds s for string search: the FHIR specification asks that
 // string matching ignore case and accents ("family=muller" finds

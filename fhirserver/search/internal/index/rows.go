@@ -1,4 +1,4 @@
-package search
+package index
 
 import (
 	"cmp"
@@ -10,9 +10,9 @@ import (
 
 // Rows is the backend form of one resource's index entries: what a store
 // writes next to the resource version, in the same transaction, and what
-// the Matches of a Query are compiled against. Every backend stores the same
-// three shapes, whatever the parameter (DESIGN.md: one index per shape, not
-// one per parameter).
+// the Matches of a search.Query are compiled against. Every backend stores
+// the same three shapes, whatever the parameter (DESIGN.md: one index per
+// shape, not one per parameter).
 type Rows struct {
 	// Keys are equality strings "param\x1fvalue" (see Entry.Keys), sorted
 	// and without duplicates: OpKey looks them up exactly, OpKeyPrefix and
@@ -58,25 +58,25 @@ const (
 
 // MakeRows turns the entries of one resource into rows.
 func MakeRows(entries []Entry) Rows {
-	var b rowBuilder
-	b.add(entries)
-	return b.finish()
+	var b RowBuilder
+	b.Add(entries)
+	return b.Finish()
 }
 
-// rowBuilder makes the rows of one resource from its entries, which may
+// RowBuilder makes the rows of one resource from its entries, which may
 // come in several batches: extraction hands them over as it goes, so a
 // resource with 100,000 names never holds all its Entries (hundreds of
 // bytes each) at once, only their much smaller rows.
-type rowBuilder struct {
+type RowBuilder struct {
 	r     Rows
 	keys  keyArena
 	sorts map[string]*SortRow
 	order []string
-	// covered are the parameters with Covered entries (see finish).
+	// covered are the parameters with Covered entries (see Finish).
 	covered []string
 }
 
-func (b *rowBuilder) sortRow(param string) *SortRow {
+func (b *RowBuilder) sortRow(param string) *SortRow {
 	s, ok := b.sorts[param]
 	if !ok {
 		if b.sorts == nil {
@@ -89,8 +89,8 @@ func (b *rowBuilder) sortRow(param string) *SortRow {
 	return s
 }
 
-// add folds entries into the rows.
-func (b *rowBuilder) add(entries []Entry) {
+// Add folds entries into the rows.
+func (b *RowBuilder) Add(entries []Entry) {
 	r := &b.r
 	for i := range entries {
 		e := &entries[i]
@@ -137,19 +137,19 @@ func (b *rowBuilder) add(entries []Entry) {
 	}
 }
 
-// finish returns the rows: keys sorted and without duplicates, one sort
+// Finish returns the rows: keys sorted and without duplicates, one sort
 // row per parameter in code order.
-func (b *rowBuilder) finish() Rows {
+func (b *RowBuilder) Finish() Rows {
 	r := b.r
 	// A parameter that stores only some of its values as keys keeps the
 	// plain keys of its least and greatest values: those are what a
-	// store reads a string's sort value from (see Sort.Type), and any
+	// store reads a string's sort value from (see search.Sort.Type), and any
 	// true value of the parameter is a right key to find it by.
 	for _, p := range b.covered {
 		s := b.sorts[p]
 		for _, v := range [...]any{s.Lo, s.Hi} {
 			if v, ok := v.(string); ok {
-				r.Keys = append(r.Keys, p+keySep+v)
+				r.Keys = append(r.Keys, p+KeySep+v)
 			}
 		}
 	}
@@ -164,10 +164,10 @@ func (b *rowBuilder) finish() Rows {
 
 // keyValue is val as the plain key of param holds it (cut to
 // MaxKeyBytes): the sort value of a string or uri, so that a store may
-// read sort values from those keys (see Sort.Type).
+// read sort values from those keys (see search.Sort.Type).
 func keyValue(param, val string) string {
-	k := key(param, val)
-	if n := len(param) + len(keySep); n < len(k) {
+	k := Key(param, val)
+	if n := len(param) + len(KeySep); n < len(k) {
 		return k[n:]
 	}
 	return ""
@@ -220,11 +220,11 @@ func quantityRows(param string, e *Entry, out []NumberRow) []NumberRow {
 	lo, hi := numRange(e.Value, e.NumLow, e.NumHigh, e.Strict)
 	out = append(out, NumberRow{param, lo, hi})
 	for _, u := range QuantityUnitForms(e.System, e.Code, e.Unit, e.CanonUnit != "") {
-		out = append(out, NumberRow{param + keySep + u, lo, hi})
+		out = append(out, NumberRow{param + KeySep + u, lo, hi})
 	}
 	if e.CanonUnit != "" {
 		clo, chi := numRange(e.CanonValue, e.CanonLow, e.CanonHigh, e.Strict)
-		out = append(out, NumberRow{param + keySep + "ucum:" + e.CanonUnit, clo, chi})
+		out = append(out, NumberRow{param + KeySep + "ucum:" + e.CanonUnit, clo, chi})
 	}
 	return out
 }

@@ -1,4 +1,10 @@
-package search
+// Package index holds the stored form of search: the typed index entries
+// extracted from a resource (Entry), the encoded equality keys they give,
+// and the rows a store writes for a resource (keys, date and number
+// ranges, sort values). Keys are built in one place, here, for the index
+// rows and for the queries that look them up, so that the two agree byte
+// for byte.
+package index
 
 import (
 	"math/big"
@@ -6,6 +12,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/fold"
 )
 
 // Kind is the typed form of an index entry, one per SearchParameter type
@@ -35,9 +43,9 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// kindOf maps a SearchParameter type to its entry kind; 0 for special
+// KindOf maps a SearchParameter type to its entry kind; 0 for special
 // and unknown types.
-func kindOf(typ string) Kind {
+func KindOf(typ string) Kind {
 	for k, n := range kindNames {
 		if n == typ && k > 0 {
 			return Kind(k)
@@ -60,11 +68,11 @@ type Entry struct {
 	Param string // the parameter code, e.g. "family"
 	Kind  Kind
 	// Covered: another parameter indexes this value (Patient name's
-	// family is family's value; see Param.Covered), so it has no keys of
+	// family is family's value; see search.Param.Covered), so it has no keys of
 	// its own, only its part in the sort row.
 	Covered bool
 
-	// String: Str is Normalize(Exact); Exact is the original text, for
+	// String: Str is fold.Normalize(Exact); Exact is the original text, for
 	// :exact. Str is also the key of prefix (range) and :contains scans.
 	Str, Exact string
 
@@ -108,13 +116,13 @@ type Entry struct {
 	Components []Entry
 }
 
-// keySep separates the parameter code from the value in keys: a control
+// KeySep separates the parameter code from the value in keys: a control
 // character cannot occur in a parameter code, so keys of different
 // parameters never collide in the single shared index.
-const keySep = "\x1f"
+const KeySep = "\x1f"
 
 // Keys returns the encoded equality strings of the entry, each prefixed
-// by its parameter code and keySep, so that one multikey index serves
+// by its parameter code and KeySep, so that one multikey index serves
 // every parameter and every equality query is one exact lookup:
 //
 //   - string: "p\x1f"+Str (normalized) and "p:exact\x1f"+Exact;
@@ -157,12 +165,12 @@ type keyArena struct {
 const keyArenaBlock = 16 << 10
 
 // appendKeys appends the keys of e to dst, with duplicates: a caller
-// that sorts and compacts all keys at once (rowBuilder) needs no
+// that sorts and compacts all keys at once (RowBuilder) needs no
 // per-entry dedupe. The keys are those of Entry.Keys.
 func (a *keyArena) appendKeys(e *Entry, dst []string) []string {
 	a.scratch = e.appendValueKeys(a.scratch[:0])
 	for _, v := range a.scratch {
-		n := len(e.Param) + len(keySep) + len(v.val)
+		n := len(e.Param) + len(KeySep) + len(v.val)
 		if v.mod != "" {
 			n += 1 + len(v.mod)
 		}
@@ -181,7 +189,7 @@ func (a *keyArena) appendKeys(e *Entry, dst []string) []string {
 			a.buf = append(a.buf, ':')
 			a.buf = append(a.buf, v.mod...)
 		}
-		a.buf = append(a.buf, keySep...)
+		a.buf = append(a.buf, KeySep...)
 		a.buf = append(a.buf, v.val...)
 		dst = append(dst, unsafe.String(&a.buf[start], n))
 	}
@@ -195,9 +203,9 @@ type valueKey struct{ mod, val string }
 
 func (k valueKey) prefix(param string) string {
 	if k.mod == "" {
-		return key(param, k.val)
+		return Key(param, k.val)
 	}
-	return key(param+":"+k.mod, k.val)
+	return Key(param+":"+k.mod, k.val)
 }
 
 // MaxKeyBytes caps the length of a key. Values past it (a long narrative
@@ -208,10 +216,10 @@ func (k valueKey) prefix(param string) string {
 // the same way (at 200 characters).
 const MaxKeyBytes = 1024
 
-// key is the key of a value of param, cut to MaxKeyBytes at a character
+// Key is the key of a value of param, cut to MaxKeyBytes at a character
 // boundary; index rows and queries both build keys here, so they agree.
-func key(param, val string) string {
-	k := param + keySep + val
+func Key(param, val string) string {
+	k := param + KeySep + val
 	if len(k) <= MaxKeyBytes {
 		return k
 	}
@@ -224,7 +232,7 @@ func key(param, val string) string {
 
 // tokenForms are the keys of a token: "code", and "system|code" or
 // "|code" (no system). A search for "system|" (any code of the system)
-// scans the keys starting with it (see tokenMatches), so it has a key of
+// scans the keys starting with it (see the parser's tokenMatches), so it has a key of
 // its own only when there is no code: one key fewer per coding.
 func tokenForms(mod, system, code string, out []valueKey) []valueKey {
 	switch {
@@ -252,7 +260,7 @@ func (e *Entry) appendValueKeys(out []valueKey) []valueKey {
 			out = append(out, valueKey{"of-type", e.TypeSystem + "|" + e.TypeCode + "|" + e.Code})
 		}
 		if e.Text != "" {
-			out = append(out, valueKey{"text", Normalize(e.Text)})
+			out = append(out, valueKey{"text", fold.Normalize(e.Text)})
 		}
 	case KindReference:
 		if e.RefType != "" && e.RefID != "" {

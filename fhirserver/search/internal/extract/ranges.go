@@ -1,4 +1,4 @@
-package search
+package extract
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
+	"github.com/kiln-fhir/kiln/fhirserver/search/internal/index"
 )
 
 // ucumSystem is the code system of UCUM units.
@@ -18,12 +19,12 @@ const ucumSystem = "http://unitsofmeasure.org"
 // currencySystem is the code system of Money.currency.
 const currencySystem = "urn:iso:std:iso:4217"
 
-func dateEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+func dateEntries(code, typ string, v fhirpath.Value, out []index.Entry) []index.Entry {
 	switch typ {
 	case "date", "dateTime", "instant", "Date", "DateTime":
 		if s, ok := primitive(v); ok {
 			if d, err := fhirtime.Parse(s); err == nil {
-				out = append(out, Entry{Param: code, Kind: KindDate, Low: d.Low, High: d.High})
+				out = append(out, index.Entry{Param: code, Kind: index.KindDate, Low: d.Low, High: d.High})
 			}
 		}
 	case "Period":
@@ -36,7 +37,7 @@ func dateEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 		m := obj(v)
 		for _, s := range strs(m, "event") {
 			if d, err := fhirtime.Parse(s); err == nil {
-				out = append(out, Entry{Param: code, Kind: KindDate, Low: d.Low, High: d.High})
+				out = append(out, index.Entry{Param: code, Kind: index.KindDate, Low: d.Low, High: d.High})
 			}
 		}
 		if rep, ok := m["repeat"].(map[string]any); ok {
@@ -53,8 +54,8 @@ func dateEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 // periodEntry spans from the start of start to the end of end; a missing
 // end means ongoing (unbounded), a missing start unbounded in the past.
 // A Period with neither, or with an unparsable bound, gives nothing.
-func periodEntry(code string, m map[string]any) (Entry, bool) {
-	e := Entry{Param: code, Kind: KindDate, Low: MinTime, High: MaxTime}
+func periodEntry(code string, m map[string]any) (index.Entry, bool) {
+	e := index.Entry{Param: code, Kind: index.KindDate, Low: index.MinTime, High: index.MaxTime}
 	start, end := str(m, "start"), str(m, "end")
 	if start == "" && end == "" {
 		return e, false
@@ -114,14 +115,14 @@ func isIntegerType(typ string) bool {
 	return false
 }
 
-func numberEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+func numberEntries(code, typ string, v fhirpath.Value, out []index.Entry) []index.Entry {
 	switch typ {
 	case "integer", "positiveInt", "unsignedInt", "Integer", "decimal", "Decimal":
 		lit, ok := numberLiteral(v)
 		if !ok {
 			return out
 		}
-		e := Entry{Param: code, Kind: KindNumber}
+		e := index.Entry{Param: code, Kind: index.KindNumber}
 		if isIntegerType(typ) {
 			r, ok := new(big.Rat).SetString(lit)
 			if !ok {
@@ -133,14 +134,14 @@ func numberEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 		}
 		out = append(out, e)
 	case "Range":
-		if e, ok := rangeEntry(code, KindNumber, obj(v)); ok {
+		if e, ok := rangeEntry(code, index.KindNumber, obj(v)); ok {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-func quantityEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
+func quantityEntries(code, typ string, v fhirpath.Value, out []index.Entry) []index.Entry {
 	switch typ {
 	case "Quantity", "Age", "Duration", "Distance", "Count", "SimpleQuantity", "MoneyQuantity":
 		if e, ok := quantityEntry(code, obj(v)); ok {
@@ -152,7 +153,7 @@ func quantityEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 		if !ok {
 			return out
 		}
-		e := Entry{Param: code, Kind: KindQuantity, Code: str(m, "currency"), Unit: str(m, "currency")}
+		e := index.Entry{Param: code, Kind: index.KindQuantity, Code: str(m, "currency"), Unit: str(m, "currency")}
 		if e.Code != "" {
 			e.System = currencySystem
 		}
@@ -160,7 +161,7 @@ func quantityEntries(code, typ string, v fhirpath.Value, out []Entry) []Entry {
 			out = append(out, e)
 		}
 	case "Range":
-		if e, ok := rangeEntry(code, KindQuantity, obj(v)); ok {
+		if e, ok := rangeEntry(code, index.KindQuantity, obj(v)); ok {
 			out = append(out, e)
 		}
 	}
@@ -182,14 +183,14 @@ func numLit(x any) (string, bool) {
 // precision range (a comparator opens one side: "<=5" is (-∞, 5], "<5"
 // is (-∞, 5) and so never ge5 and always eb5), the
 // unit system and code, and the canonical UCUM form when convertible.
-func quantityEntry(code string, m map[string]any) (Entry, bool) {
+func quantityEntry(code string, m map[string]any) (index.Entry, bool) {
 	lit, ok := numLit(m["value"])
 	if !ok {
-		return Entry{}, false
+		return index.Entry{}, false
 	}
-	e := Entry{Param: code, Kind: KindQuantity, System: str(m, "system"), Code: str(m, "code"), Unit: str(m, "unit")}
+	e := index.Entry{Param: code, Kind: index.KindQuantity, System: str(m, "system"), Code: str(m, "code"), Unit: str(m, "unit")}
 	if e.Value, e.NumLow, e.NumHigh, ok = precisionRange(lit); !ok {
-		return Entry{}, false
+		return index.Entry{}, false
 	}
 	switch c := str(m, "comparator"); c {
 	case "<", "<=":
@@ -204,7 +205,7 @@ func quantityEntry(code string, m map[string]any) (Entry, bool) {
 // canonicalize fills the Canon fields when the unit is UCUM. Special
 // (non-linear) units such as Cel are monotonic, so the bounds convert
 // bound by bound.
-func canonicalize(e *Entry) {
+func canonicalize(e *index.Entry) {
 	if e.Code == "" || (e.System != "" && e.System != ucumSystem) {
 		return
 	}
@@ -226,10 +227,10 @@ func canonicalize(e *Entry) {
 
 // rangeEntry converts a Range to [low.value, high.value], inclusive as
 // stated; a missing side is open. The unit is taken from low, else high.
-func rangeEntry(code string, k Kind, m map[string]any) (Entry, bool) {
+func rangeEntry(code string, k index.Kind, m map[string]any) (index.Entry, bool) {
 	lo, _ := m["low"].(map[string]any)
 	hi, _ := m["high"].(map[string]any)
-	e := Entry{Param: code, Kind: k}
+	e := index.Entry{Param: code, Kind: k}
 	if l, ok := numLit(lo["value"]); ok {
 		e.NumLow, _ = new(big.Rat).SetString(l)
 	}
@@ -237,9 +238,9 @@ func rangeEntry(code string, k Kind, m map[string]any) (Entry, bool) {
 		e.NumHigh, _ = new(big.Rat).SetString(h)
 	}
 	if e.NumLow == nil && e.NumHigh == nil {
-		return Entry{}, false
+		return index.Entry{}, false
 	}
-	if k == KindQuantity {
+	if k == index.KindQuantity {
 		u := lo
 		if str(u, "code") == "" && str(u, "unit") == "" {
 			u = hi

@@ -1,4 +1,4 @@
-package search
+package index
 
 import (
 	"slices"
@@ -63,34 +63,12 @@ func TestKeys(t *testing.T) {
 
 func TestKindString(t *testing.T) {
 	for k := KindString; k <= KindComposite; k++ {
-		if kindOf(k.String()) != k {
+		if KindOf(k.String()) != k {
 			t.Errorf("kind %d round trip", k)
 		}
 	}
-	if kindOf("special") != 0 || Kind(99).String() != "unknown" {
+	if KindOf("special") != 0 || Kind(99).String() != "unknown" {
 		t.Error("special or unknown kinds")
-	}
-}
-
-func TestParseReference(t *testing.T) {
-	tests := []struct{ ref, typ, id, ver, url string }{
-		{"Patient/1", "Patient", "1", "", ""},
-		{"Patient/1/_history/2", "Patient", "1", "2", ""},
-		{"http://x/fhir/Patient/1", "Patient", "1", "", "http://x/fhir/Patient/1"},
-		{"http://x/fhir/Patient/1/_history/2", "Patient", "1", "2", "http://x/fhir/Patient/1"},
-		{"urn:uuid:abc", "", "", "", "urn:uuid:abc"},
-		{"urn:oid:1.2.3", "", "", "", "urn:oid:1.2.3"},
-		{"Foo/1", "", "", "", ""},
-		{"Patient/", "", "", "", ""},
-		{"Patient/a b", "", "", "", ""},
-		{"1", "", "", "", ""},
-		{"", "", "", "", ""},
-	}
-	for _, tt := range tests {
-		typ, id, ver, url := parseReference(tt.ref)
-		if typ != tt.typ || id != tt.id || ver != tt.ver || url != tt.url {
-			t.Errorf("parseReference(%q) = %q %q %q %q", tt.ref, typ, id, ver, url)
-		}
 	}
 }
 
@@ -105,7 +83,7 @@ func TestLongKeysAreCapped(t *testing.T) {
 			t.Errorf("key of %d bytes (valid UTF-8: %v)", len(k), utf8.ValidString(k))
 		}
 	}
-	if q := key("description:exact", long); !slices.Contains(keys, q) {
+	if q := Key("description:exact", long); !slices.Contains(keys, q) {
 		t.Errorf("the query key of the same value is not among the row keys")
 	}
 }
