@@ -10,9 +10,9 @@ import (
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
-func (s *Server) metadata(w http.ResponseWriter, r *http.Request, c *call) error {
-	negotiate.WriteBody(w, c.format, http.StatusOK, *s.capability.Load())
-	return nil
+// Capabilities is the capabilities interaction: the CapabilityStatement.
+func (c *Call) Capabilities() (Response, error) {
+	return Response{Status: http.StatusOK, Body: *c.s.capability.Load()}, nil
 }
 
 type capabilityStatement struct {
@@ -172,20 +172,20 @@ func (s *Server) capabilityStatement() ([]byte, error) {
 			*list = append(*list, capInteraction{string(in)})
 		}
 	}
-	for _, rt := range s.routes() {
-		switch rt.interaction {
+	for _, rt := range routes {
+		switch rt.Interaction {
 		case Capabilities:
 		case "":
-			if rt.path == "" { // the Bundle endpoint
+			if rt.Path == "" { // the Bundle endpoint
 				if s.transactions {
 					add(&systemLevel, Transaction)
 				}
 				add(&systemLevel, Batch)
 			}
 		case HistorySystem, SearchSystem:
-			add(&systemLevel, rt.interaction)
+			add(&systemLevel, rt.Interaction)
 		default:
-			add(&typeLevel, rt.interaction)
+			add(&typeLevel, rt.Interaction)
 		}
 	}
 	deletes := "single"

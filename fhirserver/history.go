@@ -29,6 +29,17 @@ type historyIn struct {
 	params  url.Values
 }
 
+// History is history-instance, history-type or history-system, as the
+// path names a resource, a type or neither: newest version first, paged
+// by keyset cursors. params are the request's parameters.
+func (c *Call) History(params url.Values) (Response, error) {
+	h, err := c.s.historyResources(c.ctx, historyIn{typ: c.typ, id: c.id, params: params})
+	if err != nil {
+		return Response{}, err
+	}
+	return Response{Status: http.StatusOK, Body: c.s.historyBundle(h)}, nil
+}
+
 // historied is a history's page, before it is rendered as a Bundle.
 type historied struct {
 	in     historyIn
@@ -54,21 +65,10 @@ func (s *Server) historyResources(ctx context.Context, in historyIn) (historied,
 	if in.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
 		if _, err := s.db(ctx).Read(ctx, in.typ, in.id); err != nil {
-			return historied{}, s.notFound(err, &call{typ: in.typ, id: in.id})
+			return historied{}, s.notFound(err, in.typ, in.id)
 		}
 	}
 	return historied{in: in, page: page, shaped: shaped}, nil
-}
-
-// history is the REST handler of the history interactions: a Bundle of
-// type history.
-func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
-	h, err := s.historyResources(r.Context(), historyIn{typ: c.typ, id: c.id, params: r.URL.Query()})
-	if err != nil {
-		return err
-	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.historyBundle(h))
-	return nil
 }
 
 func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQuery, error) {

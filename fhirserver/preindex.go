@@ -3,8 +3,6 @@ package fhirserver
 import (
 	"bytes"
 	"context"
-	"errors"
-	"net/http"
 	"runtime"
 	"slices"
 	"strings"
@@ -114,8 +112,12 @@ func (s *Server) nowFor(ctx context.Context) time.Time {
 	return s.now()
 }
 
-func withPreindexed(ctx context.Context, m map[string]*preindexed) context.Context {
-	return context.WithValue(ctx, preindexKey{}, m)
+// Preindexed is what Preindex prepared for a transaction's writes.
+type Preindexed map[string]*preindexed
+
+// WithPreindexed makes the writes with ctx use what p prepared for them.
+func WithPreindexed(ctx context.Context, p Preindexed) context.Context {
+	return context.WithValue(ctx, preindexKey{}, p)
 }
 
 // restamp is the body stamped in advance, moved to t, for a create (no
@@ -131,7 +133,7 @@ func (p *preindexed) restamp(t time.Time, prev *store.Version) ([]byte, bool) {
 // typ/id with body src, or nil if nothing fits: a SearchParameter
 // activated since makes the rows stale.
 func (s *Server) preindexedFor(ctx context.Context, typ, id string, src []byte) *preindexed {
-	m, _ := ctx.Value(preindexKey{}).(map[string]*preindexed)
+	m, _ := ctx.Value(preindexKey{}).(Preindexed)
 	p, ok := m[typ+"/"+id]
 	if !ok || p.gen != s.registry.Generation() || !bytes.Equal(p.src, src) {
 		return nil
@@ -139,16 +141,20 @@ func (s *Server) preindexedFor(ctx context.Context, typ, id string, src []byte) 
 	return p
 }
 
-// preindexJob is one entry to extract rows for.
-type preindexJob struct {
-	typ, id string
-	body    []byte
+// PreindexJob is a write of a transaction whose resource and id are known
+// before the transaction is applied.
+type PreindexJob struct {
+	Type, ID string
+	Body     []byte
 }
 
-// preindex extracts the rows of the jobs concurrently. A job that fails is
-// left out: its entry extracts (and reports the error) when applied.
-func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time) map[string]*preindexed {
-	out := make(map[string]*preindexed, len(jobs))
+// Preindex validates the resources of the jobs and extracts their rows
+// concurrently, as written at ctx's time (Transact's, or now). A job that
+// fails is left out: its entry extracts (and reports the error) when
+// applied.
+func (s *Server) Preindex(ctx context.Context, jobs []PreindexJob) Preindexed {
+	at := s.nowFor(ctx)
+	out := make(Preindexed, len(jobs))
 	gen := s.registry.Generation()
 	type stamp struct {
 		params  []string
@@ -156,28 +162,28 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 	}
 	stamps := map[string]stamp{}
 	for _, j := range jobs {
-		if _, ok := stamps[j.typ]; !ok {
-			params, movable := s.stampParams(j.typ)
-			stamps[j.typ] = stamp{params, movable}
+		if _, ok := stamps[j.Type]; !ok {
+			params, movable := s.stampParams(j.Type)
+			stamps[j.Type] = stamp{params, movable}
 		}
 	}
 	var mu sync.Mutex
-	next := make(chan preindexJob)
+	next := make(chan PreindexJob)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
-				withMeta, err := fhirjson.SetMeta(j.body, j.id, "1", at) // versionId is not indexed
+				withMeta, err := fhirjson.SetMeta(j.Body, j.ID, "1", at) // versionId is not indexed
 				if err != nil {
 					continue
 				}
-				rows, err := s.checkedRows(ctx, j.typ, withMeta)
+				rows, err := s.checkedRows(ctx, j.Type, withMeta)
 				if err != nil {
 					continue
 				}
 				mu.Lock()
-				st := stamps[j.typ]
-				out[j.typ+"/"+j.id] = &preindexed{src: j.body, at: at, withMeta: withMeta, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
+				st := stamps[j.Type]
+				out[j.Type+"/"+j.ID] = &preindexed{src: j.Body, at: at, withMeta: withMeta, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
 				mu.Unlock()
 			}
 		})
@@ -188,40 +194,4 @@ func (s *Server) preindex(ctx context.Context, jobs []preindexJob, at time.Time)
 	close(next)
 	wg.Wait()
 	return out
-}
-
-// errNeedsLookup stops a rewrite that would have to search the store.
-var errNeedsLookup = errors.New("fhirserver: the rewrite needs a lookup")
-
-// preindexJobs lists the creates and updates of a transaction whose body
-// and id are known before any entry is applied: their references can be
-// rewritten without searching (a conditional reference is resolved when
-// its entry is applied, after the entries before it), and their id is
-// fixed. bodies receives the rewritten bodies, by entry.
-func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies [][]byte) []preindexJob {
-	for i := range entries {
-		if bytes.Contains(entries[i].Resource, []byte(`"SearchParameter"`)) {
-			return nil // a new parameter would apply to the entries after it
-		}
-	}
-	var jobs []preindexJob
-	for i := range entries {
-		e := &entries[i]
-		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) {
-			continue
-		}
-		id := rw.ids[i]
-		if id == "" {
-			continue
-		}
-		body, err := rw.rewriteNoLookup(ctx, e.Resource, e.FullURL)
-		if err != nil {
-			continue
-		}
-		bodies[i] = body
-		typ, _, _ := strings.Cut(rw.s.entryURL(e), "/")
-		typ, _, _ = strings.Cut(typ, "?")
-		jobs = append(jobs, preindexJob{typ: typ, id: id, body: body})
-	}
-	return jobs
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -38,53 +37,30 @@ type searchRequest struct {
 	keep   func(*store.Version) bool // nil, or which included resources the page keeps
 }
 
-// searchParams returns the parameters of a search: the query string, plus
-// the form body of POST _search.
-func (s *Server) searchParams(r *http.Request) (url.Values, error) {
-	if r.Method != http.MethodPost {
-		return r.URL.Query(), nil
-	}
-	switch ct := r.Header.Get("Content-Type"); {
-	case ct == "":
-		// The body of POST _search is a form, said or not; unsaid,
-		// ParseForm would drop its criteria and widen the search.
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	case !strings.HasPrefix(ct, "application/x-www-form-urlencoded"):
-		return nil, outcome.New(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes an application/x-www-form-urlencoded body; got "+quote(ct))
-	}
-	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.Limits.MaxResourceBytes)
-	if err := r.ParseForm(); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-				"the search form is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
-		}
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search form: "+err.Error())
-	}
-	return r.Form, nil
+// SearchIn is what a search takes from its request, besides the path.
+type SearchIn struct {
+	// Params are the search's parameters: the query string's, and a POST
+	// _search form's.
+	Params url.Values
+	// Posted: the criteria came (also) in a POST form, and the AuditEvent
+	// records them all.
+	Posted bool
+	// Strict: Prefer: handling=strict, under which a parameter the server
+	// does not know is an error rather than ignored.
+	Strict bool
 }
 
-// searchType is GET [type]?… and POST [type]/_search.
-func (s *Server) searchType(w http.ResponseWriter, r *http.Request, c *call) error {
-	params, err := s.searchParams(r)
-	if err != nil {
-		return err
+// Search is search-type (GET [type]?…, POST [type]/_search) over the
+// path's type, or search-system ([base]?…) when it names none.
+func (c *Call) Search(in SearchIn) (Response, error) {
+	if in.Posted && c.ev != nil {
+		c.ev.query = in.Params.Encode()
 	}
-	if r.Method == http.MethodPost {
-		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
+	sr := searchRequest{params: in.Params, path: ""}
+	if c.typ != "" {
+		sr.types, sr.path = []string{c.typ}, "/"+c.typ
 	}
-	return s.runSearch(w, r, c, searchRequest{types: []string{c.typ}, params: params, path: "/" + c.typ})
-}
-
-// searchSystem is GET [base]?… and POST [base]/_search (with _type).
-func (s *Server) searchSystem(w http.ResponseWriter, r *http.Request, c *call) error {
-	params, err := s.searchParams(r)
-	if err != nil {
-		return err
-	}
-	if r.Method == http.MethodPost {
-		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
-	}
-	return s.runSearch(w, r, c, searchRequest{params: params, path: ""})
+	return c.s.answerSearch(c.ctx, sr, in.Strict)
 }
 
 // patientCompartment is the R4 Patient CompartmentDefinition.
@@ -117,33 +93,34 @@ func compartmentMatches(typ, id string) []search.Match {
 	return out
 }
 
-// searchCompartment is GET Patient/[id]/[type]?….
-func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *call) error {
+// SearchCompartment is GET Patient/[id]/[type]?…: a search of the path's
+// compartment type within the compartment its type and id name.
+func (c *Call) SearchCompartment(in SearchIn) (Response, error) {
 	ctype := c.ctype
 	if c.typ != "Patient" {
-		return outcome.New(http.StatusNotFound, "not-supported", "compartment search is defined for the Patient compartment only; got "+c.typ)
+		return Response{}, outcome.New(http.StatusNotFound, "not-supported", "compartment search is defined for the Patient compartment only; got "+c.typ)
 	}
 	if !profiles.IsResourceType(ctype) {
-		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(ctype))
+		return Response{}, unknownType(ctype)
 	}
 	// The compartment's own resource is read as well as the type searched
 	// (docs/authorization.md: search-compartment).
-	if err := s.authorize(r.Context(), Access{Interaction: Read, Type: c.typ, ID: c.id}); err != nil {
-		return err
+	if err := c.Authorize(Access{Interaction: Read, Type: c.typ, ID: c.id}); err != nil {
+		return Response{}, err
 	}
-	if err := s.authorize(r.Context(), Access{Interaction: SearchType, Type: ctype}); err != nil {
-		return err
+	if err := c.Authorize(Access{Interaction: SearchType, Type: ctype}); err != nil {
+		return Response{}, err
 	}
 	ms := compartmentMatches(ctype, c.id)
 	if len(ms) == 0 {
-		return outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
+		return Response{}, outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
 	}
-	return s.runSearch(w, r, c, searchRequest{
+	return c.s.answerSearch(c.ctx, searchRequest{
 		types:  []string{ctype},
-		params: r.URL.Query(),
+		params: in.Params,
 		path:   "/Patient/" + c.id + "/" + ctype,
 		extra:  []search.Clause{{Param: "_compartment", Any: ms}},
-	})
+	}, in.Strict)
 }
 
 // searched is a search's page, before it is rendered as a searchset.
@@ -188,24 +165,13 @@ func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search
 	return searched{sr: sr, parsed: parsed, page: page, scope: scope}, nil
 }
 
-// runSearch parses, runs and answers one search.
-func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
-	res, err := s.searchResources(r.Context(), sr, negotiate.PreferStrict(r))
+// answerSearch parses and runs one search, and answers its searchset.
+func (s *Server) answerSearch(ctx context.Context, sr searchRequest, strict bool) (Response, error) {
+	res, err := s.searchResources(ctx, sr, strict)
 	if err != nil {
-		return err
+		return Response{}, err
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
-	return nil
-}
-
-// answerSearch runs a parsed search and writes the searchset.
-func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest, parsed *search.Parsed) error {
-	res, err := s.runParsed(r.Context(), sr, parsed)
-	if err != nil {
-		return err
-	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
-	return nil
+	return Response{Status: http.StatusOK, Body: s.searchBundle(res)}, nil
 }
 
 // authorizeSearch checks the searched types and every type a chain, _has

@@ -28,12 +28,20 @@ import (
 // (400), as the REST router does for a path.
 func checkTypeID(typ, id string, needID bool) error {
 	if !profiles.IsResourceType(typ) {
-		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ))
+		return unknownType(typ)
 	}
 	if needID && !fhirjson.ValidID(id) {
-		return outcome.New(http.StatusBadRequest, "invalid", "invalid resource id "+quote(id)+": ids are 1-64 characters of A-Z a-z 0-9 - .")
+		return invalidID(id)
 	}
 	return nil
+}
+
+func unknownType(typ string) error {
+	return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ))
+}
+
+func invalidID(id string) error {
+	return outcome.New(http.StatusBadRequest, "invalid", "invalid resource id "+quote(id)+": ids are 1-64 characters of A-Z a-z 0-9 - .")
 }
 
 // clientError returns err as the *outcome.Error the REST API would answer
@@ -113,13 +121,12 @@ func (s *Server) Read(ctx context.Context, typ, id string) (_ *store.Version, er
 	if err := s.authorize(ctx, Access{Interaction: Read, Type: typ, ID: id}); err != nil {
 		return nil, err
 	}
-	c := &call{typ: typ, id: id}
 	v, err := s.db(ctx).Read(ctx, typ, id)
 	if err != nil {
-		return nil, clientError(s.notFound(err, c))
+		return nil, clientError(s.notFound(err, typ, id))
 	}
 	if v.Deleted {
-		return nil, gone(c, v)
+		return nil, gone(v)
 	}
 	return v, nil
 }

@@ -43,3 +43,21 @@ func (s *Server) transact(ctx context.Context, fn func(tx store.Tx) error) error
 	}
 	return s.store.Transact(ctx, fn)
 }
+
+// Transact runs fn inside one store transaction, for a transaction Bundle:
+// every interaction begun with fn's ctx reads and writes through tx, and
+// its writes are stamped with one lastUpdated, taken once the transaction
+// holds the store's writer. A store without transactions answers
+// store.ErrTransactionsUnsupported.
+func (s *Server) Transact(ctx context.Context, fn func(ctx context.Context, tx store.Tx) error) error {
+	return s.store.Transact(ctx, func(tx store.Tx) error {
+		return fn(withNow(withTx(ctx, tx), s.now()), tx)
+	})
+}
+
+// ReloadSearchParameters rebuilds the custom search parameters from the
+// store: after a transaction that wrote SearchParameters failed, the
+// registry holds what its entries registered and the store does not.
+func (s *Server) ReloadSearchParameters(ctx context.Context) {
+	s.params.Reload(ctx, s.store)
+}
