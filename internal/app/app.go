@@ -13,6 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
@@ -252,10 +254,10 @@ func (a *App) newPlatformAPI() (*legacyapi.API, error) {
 }
 
 // CheckIndexVersion refuses stores whose index rows were built by an
-// older string fold (fhirserver.CheckIndexVersion).
+// older string fold (indexversion.Check).
 func (a *App) CheckIndexVersion(ctx context.Context) error {
 	for _, s := range a.Services {
-		if err := fhirserver.CheckIndexVersion(ctx, s.Store); err != nil {
+		if err := indexversion.Check(ctx, s.Store); err != nil {
 			return err
 		}
 	}

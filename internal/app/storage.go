@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -89,7 +90,7 @@ func OpenStore(ctx context.Context, s Storage, partition string) (Store, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := fhirserver.MarkNewIndex(ctx, st); err != nil {
+	if err := indexversion.MarkNew(ctx, st); err != nil {
 		st.Close()
 		return nil, err
 	}
