@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/budget"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/customparams"
@@ -58,7 +60,7 @@ type Config struct {
 	Auditor Auditor
 	// Validation configures validation against StructureDefinitions; the
 	// zero value checks structure only (and $validate answers 501).
-	Validation Validation
+	Validation validation.Config
 	// OAuth names the authorization server's endpoints, declared in the
 	// CapabilityStatement's rest.security (zero: none declared).
 	OAuth OAuthURIs

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
@@ -83,7 +85,7 @@ func (c *Call) validateAll(body []byte, profile string) ([]outcome.Issue, error)
 		}
 		extra = append(extra, profile)
 	}
-	issues, err := Checker{Structural: s.validator, Validation: s.cfg.Validation}.Check(c.ctx, c.typ, body, extra...)
+	issues, err := validation.Checker{Structural: s.validator, Validation: s.cfg.Validation}.Check(c.ctx, c.typ, body, extra...)
 	if err != nil {
 		return nil, err
 	}

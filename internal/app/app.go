@@ -13,6 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
 
 	"github.com/gorilla/mux"
@@ -43,7 +45,7 @@ type Config struct {
 	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
 	// Validation is the FHIR services' validation; Conformance the
 	// resources it loaded, installed in the first store (nil: none).
-	Validation  fhirserver.Validation
+	Validation  validation.Config
 	Conformance *profiles.Set
 	// ProfileURL is the canonical base of the national profiles.
 	ProfileURL string
