@@ -1,17 +1,14 @@
 package fhirserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -229,22 +226,12 @@ func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
 	return walk(q, SearchType)
 }
 
-// searchBundle assembles the searchset around the stored bytes of each
-// match, shaped by _summary and _elements when asked.
+// searchBundle is the searchset of a search's page: its links carry the
+// search as applied, with sealed cursors.
 func (s *Server) searchBundle(res searched) []byte {
 	sr, parsed, page, scope := res.sr, res.parsed, res.page, res.scope
 	q := parsed.Query
-	var b bytes.Buffer
-	b.WriteString(`{"resourceType":"Bundle","id":`)
-	writeJSONString(&b, newID(s.cfg.Now()))
-	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(fhirjson.FormatInstant(s.now()))
-	b.WriteString(`"},"type":"searchset"`)
-	if page.Total >= 0 {
-		b.WriteString(`,"total":`)
-		b.WriteString(strconv.FormatInt(page.Total, 10))
-	}
-	link := func(rel, cursor string) {
+	link := func(cursor string) string {
 		u := s.cfg.BaseURL + sr.path
 		v := cloneValues(parsed.Applied)
 		if cursor != "" {
@@ -253,66 +240,24 @@ func (s *Server) searchBundle(res searched) []byte {
 		if len(v) > 0 {
 			u += "?" + v.Encode()
 		}
-		b.WriteString(`{"relation":"` + rel + `","url":`)
-		writeJSONString(&b, u)
-		b.WriteString(`}`)
+		return u
 	}
-	b.WriteString(`,"link":[`)
-	selfCursor := ""
-	if q.Cursor != "" {
-		selfCursor = q.Cursor
-	}
-	link("self", selfCursor)
+	p := bundlejson.Searchset{ID: newID(s.cfg.Now()), At: s.now(), Total: page.Total, Self: link(q.Cursor),
+		Matches: page.Matches, Included: page.Included, Summary: q.Summary, Elements: q.Elements, Base: s.cfg.BaseURL}
 	if page.Next != "" {
-		b.WriteByte(',')
-		link("next", page.Next)
+		p.Next = link(page.Next)
 	}
 	if page.Prev != "" {
-		b.WriteByte(',')
-		link("previous", page.Prev)
-	}
-	b.WriteString(`]`)
-	n := 0
-	entry := func(v *store.Version, mode string) {
-		if n == 0 {
-			b.WriteString(`,"entry":[`)
-		} else {
-			b.WriteByte(',')
-		}
-		n++
-		b.WriteString(`{"fullUrl":`)
-		writeJSONString(&b, s.resourceURL(v.Type, v.ID))
-		b.WriteString(`,"resource":`)
-		b.Write(shape.Apply(v.Type, v.Body, q.Summary, q.Elements))
-		b.WriteString(`,"search":{"mode":"` + mode + `"}}`)
-	}
-	for _, v := range page.Matches {
-		entry(v, "match")
-	}
-	for _, v := range page.Included {
-		entry(v, "include")
+		p.Previous = link(page.Prev)
 	}
 	if len(parsed.Ignored) > 0 {
-		issues := make([]outcome.Issue, 0, len(parsed.Ignored))
+		p.Warnings = make([]outcome.Issue, 0, len(parsed.Ignored))
 		for _, ig := range parsed.Ignored {
-			issues = append(issues, outcome.Issue{Severity: "warning", Code: "not-supported",
+			p.Warnings = append(p.Warnings, outcome.Issue{Severity: "warning", Code: "not-supported",
 				Diagnostics: "the parameter " + quote(ig.Param) + " was ignored: " + ig.Reason})
 		}
-		if n == 0 {
-			b.WriteString(`,"entry":[`)
-		} else {
-			b.WriteByte(',')
-		}
-		n++
-		b.WriteString(`{"resource":`)
-		b.Write(outcome.Render(issues))
-		b.WriteString(`,"search":{"mode":"outcome"}}`)
 	}
-	if n > 0 {
-		b.WriteString(`]`)
-	}
-	b.WriteString(`}`)
-	return b.Bytes()
+	return bundlejson.SearchsetOf(&p)
 }
 
 func cloneValues(v url.Values) url.Values {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -356,11 +356,8 @@ func entryError(i int, err error) error {
 // responseBundle renders the batch-response or transaction-response.
 func (e *Engine) responseBundle(typ string, results []entryResult) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"resourceType":"Bundle","id":`)
-	writeJSONString(&b, e.svc.NewID())
-	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(fhirjson.FormatInstant(e.svc.Now()))
-	b.WriteString(`"},"type":"` + typ + `","entry":[`)
+	bundlejson.Start(&b, e.svc.NewID(), e.svc.Now(), typ)
+	b.WriteString(`,"entry":[`)
 	for i, res := range results {
 		if i > 0 {
 			b.WriteByte(',')
@@ -373,14 +370,14 @@ func (e *Engine) responseBundle(typ string, results []entryResult) []byte {
 			b.WriteByte(',')
 		}
 		b.WriteString(`"response":{"status":`)
-		writeJSONString(&b, strconv.Itoa(res.status)+" "+http.StatusText(res.status))
+		bundlejson.String(&b, strconv.Itoa(res.status)+" "+http.StatusText(res.status))
 		if res.location != "" {
 			b.WriteString(`,"location":`)
-			writeJSONString(&b, res.location)
+			bundlejson.String(&b, res.location)
 		}
 		if res.etag != "" {
 			b.WriteString(`,"etag":`)
-			writeJSONString(&b, res.etag)
+			bundlejson.String(&b, res.etag)
 		}
 		if !res.lastUpdated.IsZero() {
 			b.WriteString(`,"lastModified":"` + fhirjson.FormatInstant(res.lastUpdated) + `"`)
@@ -403,12 +400,6 @@ func resourceInfo(body []byte) (fhirjson.Info, error) {
 		return info, outcome.New(http.StatusBadRequest, "structure", "a FHIR resource must be a JSON object")
 	}
 	return info, nil
-}
-
-// writeJSONString writes s as a JSON string. Unlike json.Marshal it leaves
-// &, < and > as they are: links full of \u0026 are valid but unreadable.
-func writeJSONString(b *bytes.Buffer, s string) {
-	b.Write(jsonquote.Append(b.AvailableBuffer(), s))
 }
 
 func quote(s string) string { return outcome.Quote(s) }
