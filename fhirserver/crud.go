@@ -197,7 +197,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	pre := s.preindexedFor(ctx, typ, id, body)
 	var w store.Write
 	var err error
-	if restamped, ok := pre.restamp(s.nowFor(ctx), prev); ok {
+	if restamped, ok := pre.Restamp(s.nowFor(ctx), prev); ok {
 		w = store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method, Body: restamped}
 	} else if w, err = s.stamp(ctx, typ, id, prev, body, method); err != nil {
 		return w, err
@@ -210,7 +210,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	if w.Deleted {
 		return w, nil
 	}
-	if rows, ok := pre.rowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
+	if rows, ok := pre.RowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
 		w.Index = rows
 		return w, nil
 	}

@@ -2,7 +2,9 @@ package fhirserver
 
 import (
 	"context"
+	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -60,4 +62,40 @@ func (s *Server) Transact(ctx context.Context, fn func(ctx context.Context, tx s
 // registry holds what its entries registered and the store does not.
 func (s *Server) ReloadSearchParameters(ctx context.Context) {
 	s.params.Reload(ctx, s.store)
+}
+
+type nowKey struct{}
+type preindexKey struct{}
+
+// withNow fixes the time of every write made with ctx.
+func withNow(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, nowKey{}, t)
+}
+
+// nowFor is the time of a write: the transaction's, or the clock's.
+func (s *Server) nowFor(ctx context.Context) time.Time {
+	if t, ok := ctx.Value(nowKey{}).(time.Time); ok {
+		return t
+	}
+	return s.now()
+}
+
+// Preindex prepares the writes of a transaction before it takes the
+// store's writer (fhirserver/internal/preindex): their second validation
+// layer and index rows, as written at ctx's time (Transact's, or now).
+func (s *Server) Preindex(ctx context.Context, jobs []preindex.Job) preindex.Set {
+	return preindex.Run(ctx, jobs, s.nowFor(ctx), s.registry, s.checkedRows)
+}
+
+// WithPreindexed makes the writes made with ctx use what Preindex
+// prepared for them.
+func WithPreindexed(ctx context.Context, p preindex.Set) context.Context {
+	return context.WithValue(ctx, preindexKey{}, p)
+}
+
+// preindexedFor returns what was prepared for the write of typ/id with
+// body src, or nil.
+func (s *Server) preindexedFor(ctx context.Context, typ, id string, src []byte) *preindex.Prepared {
+	ps, _ := ctx.Value(preindexKey{}).(preindex.Set)
+	return ps.For(typ, id, src, s.registry.Generation())
 }

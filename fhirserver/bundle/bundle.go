@@ -24,6 +24,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -261,7 +262,7 @@ func (e *Engine) transaction(r *http.Request, entries []entryIn) ([]byte, error)
 		}
 	}
 	early := newRewriter(e, nil)
-	var pre fhirserver.Preindexed
+	var pre preindex.Set
 	switch err := early.resolve(ctx, entries); {
 	case errors.Is(err, errNeedsLookup):
 		early = nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -424,13 +425,13 @@ var errNeedsLookup = errors.New("bundle: the rewrite needs a lookup")
 // rewritten without searching (a conditional reference is resolved when
 // its entry is applied, after the entries before it), and their id is
 // fixed. bodies receives the rewritten bodies, by entry.
-func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies [][]byte) []fhirserver.PreindexJob {
+func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies [][]byte) []preindex.Job {
 	for i := range entries {
 		if bytes.Contains(entries[i].Resource, []byte(`"SearchParameter"`)) {
 			return nil // a new parameter would apply to the entries after it
 		}
 	}
-	var jobs []fhirserver.PreindexJob
+	var jobs []preindex.Job
 	for i := range entries {
 		e := &entries[i]
 		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) {
@@ -447,7 +448,7 @@ func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies 
 		bodies[i] = body
 		typ, _, _ := strings.Cut(rw.e.entryURL(e), "/")
 		typ, _, _ = strings.Cut(typ, "?")
-		jobs = append(jobs, fhirserver.PreindexJob{Type: typ, ID: id, Body: body})
+		jobs = append(jobs, preindex.Job{Type: typ, ID: id, Body: body})
 	}
 	return jobs
 }

@@ -1,4 +1,7 @@
-package fhirserver
+// Package preindex prepares a transaction's writes before it takes the
+// store's single writer: each resource's second validation layer and
+// index rows, on every CPU.
+package preindex
 
 import (
 	"bytes"
@@ -19,14 +22,14 @@ import (
 // part of an entry's work that does not need the writer, so they are done
 // for all entries at once, on every CPU, and when no entry needs a search
 // before the transaction takes the writer at all; the entries' writes then
-// pick up their rows (nextWrite). Every entry of a transaction is stamped
+// pick up their rows (fhirserver's nextWrite). Every entry of a transaction is stamped
 // with one lastUpdated, taken once it holds the writer: rows extracted
 // earlier are moved to it (only meta.lastUpdated changes between the two).
 
-// preindexed is the rows extracted in advance for one resource write, whose
+// Prepared is the rows extracted in advance for one resource write, whose
 // body also passed the second validation layer (one that fails is not
-// preindexed: its entry reports the failure when applied).
-type preindexed struct {
+// prepared: its entry reports the failure when applied).
+type Prepared struct {
 	src []byte // the request body the rows were extracted from
 	at  time.Time
 	// withMeta is src with id, versionId 1 and lastUpdated at, as a
@@ -44,9 +47,9 @@ type preindexed struct {
 
 // stampParams returns the parameters of typ that index meta.lastUpdated
 // alone, and false if another parameter depends on the write's meta.
-func (s *Server) stampParams(typ string) ([]string, bool) {
+func stampParams(reg *search.Registry, typ string) ([]string, bool) {
 	var out []string
-	for _, p := range s.registry.Params(typ) {
+	for _, p := range reg.Params(typ) {
 		if strings.Contains(p.Expression, "versionId") {
 			return nil, false
 		}
@@ -62,10 +65,10 @@ func (s *Server) stampParams(typ string) ([]string, bool) {
 	return out, true
 }
 
-// rowsAt returns the rows for a write at t: as extracted, or with the
+// RowsAt returns the rows for a write at t: as extracted, or with the
 // ranges of the stamped parameters moved by t's distance from p.at (both
 // are millisecond instants, so the ranges keep their width).
-func (p *preindexed) rowsAt(t time.Time) (*search.Rows, bool) {
+func (p *Prepared) RowsAt(t time.Time) (*search.Rows, bool) {
 	if p == nil || !p.movable {
 		return nil, false
 	}
@@ -96,66 +99,43 @@ func (p *preindexed) rowsAt(t time.Time) (*search.Rows, bool) {
 	return &r, true
 }
 
-type preindexKey struct{}
-type nowKey struct{}
-
-// withNow fixes the time of every write made with ctx.
-func withNow(ctx context.Context, t time.Time) context.Context {
-	return context.WithValue(ctx, nowKey{}, t)
-}
-
-// nowFor is the time of a write: the transaction's, or the clock's.
-func (s *Server) nowFor(ctx context.Context) time.Time {
-	if t, ok := ctx.Value(nowKey{}).(time.Time); ok {
-		return t
-	}
-	return s.now()
-}
-
-// Preindexed is what Preindex prepared for a transaction's writes.
-type Preindexed map[string]*preindexed
-
-// WithPreindexed makes the writes with ctx use what p prepared for them.
-func WithPreindexed(ctx context.Context, p Preindexed) context.Context {
-	return context.WithValue(ctx, preindexKey{}, p)
-}
-
-// restamp is the body stamped in advance, moved to t, for a create (no
-// prev: version 1, as it was stamped); stamp does the others.
-func (p *preindexed) restamp(t time.Time, prev *store.Version) ([]byte, bool) {
+// Restamp is the body stamped in advance, moved to t, for a create (no
+// prev: version 1, as it was stamped); the others are stamped as written.
+func (p *Prepared) Restamp(t time.Time, prev *store.Version) ([]byte, bool) {
 	if p == nil || prev != nil {
 		return nil, false
 	}
 	return fhirjson.Restamp(p.withMeta, t)
 }
 
-// preindexedFor returns what was prepared in advance for the write of
-// typ/id with body src, or nil if nothing fits: a SearchParameter
-// activated since makes the rows stale.
-func (s *Server) preindexedFor(ctx context.Context, typ, id string, src []byte) *preindexed {
-	m, _ := ctx.Value(preindexKey{}).(Preindexed)
-	p, ok := m[typ+"/"+id]
-	if !ok || p.gen != s.registry.Generation() || !bytes.Equal(p.src, src) {
+// For returns what was prepared for the write of typ/id with body src
+// (nil if nothing fits: a SearchParameter activated since the registry's
+// generation gen makes the rows stale).
+func (ps Set) For(typ, id string, src []byte, gen uint64) *Prepared {
+	p, ok := ps[typ+"/"+id]
+	if !ok || p.gen != gen || !bytes.Equal(p.src, src) {
 		return nil
 	}
 	return p
 }
 
-// PreindexJob is a write of a transaction whose resource and id are known
-// before the transaction is applied.
-type PreindexJob struct {
+// Set is what Run prepared, by Type/id.
+type Set map[string]*Prepared
+
+// Job is a write of a transaction whose resource and id are known before
+// the transaction is applied.
+type Job struct {
 	Type, ID string
 	Body     []byte
 }
 
-// Preindex validates the resources of the jobs and extracts their rows
-// concurrently, as written at ctx's time (Transact's, or now). A job that
-// fails is left out: its entry extracts (and reports the error) when
-// applied.
-func (s *Server) Preindex(ctx context.Context, jobs []PreindexJob) Preindexed {
-	at := s.nowFor(ctx)
-	out := make(Preindexed, len(jobs))
-	gen := s.registry.Generation()
+// Run validates the resources of the jobs and extracts their rows with
+// checkedRows concurrently, as written at at. A job that fails is left
+// out: its entry extracts (and reports the error) when applied.
+func Run(ctx context.Context, jobs []Job, at time.Time, reg *search.Registry,
+	checkedRows func(ctx context.Context, typ string, body []byte) (*search.Rows, error)) Set {
+	out := make(Set, len(jobs))
+	gen := reg.Generation()
 	type stamp struct {
 		params  []string
 		movable bool
@@ -163,12 +143,12 @@ func (s *Server) Preindex(ctx context.Context, jobs []PreindexJob) Preindexed {
 	stamps := map[string]stamp{}
 	for _, j := range jobs {
 		if _, ok := stamps[j.Type]; !ok {
-			params, movable := s.stampParams(j.Type)
+			params, movable := stampParams(reg, j.Type)
 			stamps[j.Type] = stamp{params, movable}
 		}
 	}
 	var mu sync.Mutex
-	next := make(chan PreindexJob)
+	next := make(chan Job)
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Go(func() {
@@ -177,13 +157,13 @@ func (s *Server) Preindex(ctx context.Context, jobs []PreindexJob) Preindexed {
 				if err != nil {
 					continue
 				}
-				rows, err := s.checkedRows(ctx, j.Type, withMeta)
+				rows, err := checkedRows(ctx, j.Type, withMeta)
 				if err != nil {
 					continue
 				}
 				mu.Lock()
 				st := stamps[j.Type]
-				out[j.Type+"/"+j.ID] = &preindexed{src: j.Body, at: at, withMeta: withMeta, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
+				out[j.Type+"/"+j.ID] = &Prepared{src: j.Body, at: at, withMeta: withMeta, rows: rows, stamped: st.params, movable: st.movable, gen: gen}
 				mu.Unlock()
 			}
 		})
