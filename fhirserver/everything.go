@@ -1,16 +1,14 @@
 package fhirserver
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/parameters"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -44,7 +42,7 @@ func (c *Call) Everything(in OperationIn) (Response, error) {
 	}
 	params := in.Params
 	if in.Body != nil {
-		body, err := operationParams(in.Body)
+		body, err := parameters.Of(in.Body)
 		if err != nil {
 			return Response{}, err
 		}
@@ -75,7 +73,7 @@ func (c *Call) Everything(in OperationIn) (Response, error) {
 		ig := parsed.Ignored[0]
 		return Response{}, outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)
 	}
-	types := slices.Clone(compartmentTypes())
+	types := slices.Clone(compartment.Types())
 	// _type is 0..*: each value a comma-separated list, together their
 	// union. Types outside the compartment (Practitioner, Medication…)
 	// come only as resources the compartment's ones reference.
@@ -92,7 +90,7 @@ func (c *Call) Everything(in OperationIn) (Response, error) {
 				}
 			}
 		}
-		types = slices.DeleteFunc(slices.Clone(want), func(t string) bool { return !slices.Contains(compartmentTypes(), t) })
+		types = slices.DeleteFunc(slices.Clone(want), func(t string) bool { return !slices.Contains(compartment.Types(), t) })
 		if len(types) == 0 {
 			return Response{}, outcome.New(http.StatusBadRequest, "invalid", "_type must name at least one resource type of the Patient compartment; "+
 				"the others come with it only as the resources it references")
@@ -111,7 +109,7 @@ func (c *Call) Everything(in OperationIn) (Response, error) {
 	}
 	var members []search.Match
 	for _, t := range types {
-		members = append(members, compartmentMatches(t, c.id)...)
+		members = append(members, compartment.Matches(t, c.id)...)
 	}
 	q.Where = append(q.Where, search.Clause{Param: "_compartment", Any: members})
 	var since time.Time
@@ -142,66 +140,3 @@ func (c *Call) Everything(in OperationIn) (Response, error) {
 	}
 	return Response{Status: http.StatusOK, Body: s.searchBundle(res)}, nil
 }
-
-// operationParams reads the Parameters body of an operation invoked with
-// POST: each parameter's name with its primitive value as text.
-func operationParams(read func() ([]byte, error)) (url.Values, error) {
-	body, err := read()
-	if err != nil {
-		return nil, err
-	}
-	out := url.Values{}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return out, nil
-	}
-	var p struct {
-		ResourceType string                       `json:"resourceType"`
-		Parameter    []map[string]json.RawMessage `json:"parameter"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil || p.ResourceType != "Parameters" {
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "the body of an operation must be a Parameters resource")
-	}
-	for i, m := range p.Parameter {
-		at := "Parameters.parameter[" + strconv.Itoa(i) + "]"
-		var name string
-		if err := json.Unmarshal(m["name"], &name); err != nil || name == "" {
-			return nil, outcome.New(http.StatusBadRequest, "required", "a parameter has no name", at+".name")
-		}
-		value, ok, n := "", false, 0
-		for k, raw := range m {
-			if !strings.HasPrefix(k, "value") {
-				continue
-			}
-			if n++; n > 1 {
-				return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" has more than one value[x]", at)
-			}
-			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				break
-			}
-			switch v := v.(type) {
-			case string:
-				value, ok = v, true
-			case float64, bool:
-				value, ok = string(raw), true
-			}
-		}
-		if !ok {
-			return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" needs a primitive value[x]", at)
-		}
-		out.Add(name, value)
-	}
-	return out, nil
-}
-
-// compartmentTypes lists the resource types that can be in a Patient
-// compartment, Patient included.
-var compartmentTypes = sync.OnceValue(func() []string {
-	var out []string
-	for _, t := range profiles.ResourceTypes() {
-		if len(compartmentMatches(t, "x")) > 0 {
-			out = append(out, t)
-		}
-	}
-	return out
-})

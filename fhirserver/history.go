@@ -9,6 +9,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -93,7 +94,7 @@ func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQ
 
 // historyBundle is the history Bundle of a history's page.
 func (s *Server) historyBundle(h historied) []byte {
-	p := bundlejson.History{ID: newID(s.cfg.Now()), At: s.now(), Self: s.pageURL(&h.in, h.in.params.Get(cursorParam)),
+	p := bundlejson.History{ID: ids.New(s.cfg.Now()), At: s.now(), Self: s.pageURL(&h.in, h.in.params.Get(cursorParam)),
 		Versions: h.page.Versions, Shaped: h.shaped, Base: s.cfg.BaseURL}
 	if h.page.Next != "" {
 		p.Next = s.pageURL(&h.in, h.page.Next)

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/cursor"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -60,36 +63,6 @@ func (c *Call) Search(in SearchIn) (Response, error) {
 	return c.s.answerSearch(c.ctx, sr, in.Strict)
 }
 
-// patientCompartment is the R4 Patient CompartmentDefinition.
-func patientCompartment() *profiles.CompartmentDefinition {
-	cd, err := profiles.PatientCompartment()
-	if err != nil {
-		panic("fhirserver: embedded Patient CompartmentDefinition: " + err.Error()) // embedded data; tests load it
-	}
-	return cd
-}
-
-// compartmentMatches is the membership test of the Patient compartment of
-// id for resources of typ: a reference from any of the type's compartment
-// parameters to the patient (and, for Patient itself, the patient).
-func compartmentMatches(typ, id string) []search.Match {
-	var out []search.Match
-	var keys []string
-	for _, p := range patientCompartment().Params(typ) {
-		if p == "{def}" {
-			continue
-		}
-		keys = append(keys, p+"\x1fPatient/"+id)
-	}
-	if len(keys) > 0 {
-		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: keys})
-	}
-	if typ == "Patient" {
-		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: []string{"_id\x1f" + id}})
-	}
-	return out
-}
-
 // SearchCompartment is GET Patient/[id]/[type]?…: a search of the path's
 // compartment type within the compartment its type and id name.
 func (c *Call) SearchCompartment(in SearchIn) (Response, error) {
@@ -108,7 +81,7 @@ func (c *Call) SearchCompartment(in SearchIn) (Response, error) {
 	if err := c.Authorize(Access{Interaction: SearchType, Type: ctype}); err != nil {
 		return Response{}, err
 	}
-	ms := compartmentMatches(ctype, c.id)
+	ms := compartment.Matches(ctype, c.id)
 	if len(ms) == 0 {
 		return Response{}, outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
 	}
@@ -147,7 +120,7 @@ func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search
 	scope := sr.path + "?" + parsed.Applied.Encode()
 	var err error
 	if sealed := sr.params.Get(cursorParam); sealed != "" {
-		if q.Cursor, err = s.openCursor(scope, sealed); err != nil {
+		if q.Cursor, err = cursor.Open(s.cfg.CursorKey, scope, sealed); err != nil {
 			return searched{}, err
 		}
 	}
@@ -231,18 +204,18 @@ func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
 func (s *Server) searchBundle(res searched) []byte {
 	sr, parsed, page, scope := res.sr, res.parsed, res.page, res.scope
 	q := parsed.Query
-	link := func(cursor string) string {
+	link := func(next string) string {
 		u := s.cfg.BaseURL + sr.path
 		v := cloneValues(parsed.Applied)
-		if cursor != "" {
-			v.Set(cursorParam, s.sealCursor(scope, cursor))
+		if next != "" {
+			v.Set(cursorParam, cursor.Seal(s.cfg.CursorKey, scope, next))
 		}
 		if len(v) > 0 {
 			u += "?" + v.Encode()
 		}
 		return u
 	}
-	p := bundlejson.Searchset{ID: newID(s.cfg.Now()), At: s.now(), Total: page.Total, Self: link(q.Cursor),
+	p := bundlejson.Searchset{ID: ids.New(s.cfg.Now()), At: s.now(), Total: page.Total, Self: link(q.Cursor),
 		Matches: page.Matches, Included: page.Included, Summary: q.Summary, Elements: q.Elements, Base: s.cfg.BaseURL}
 	if page.Next != "" {
 		p.Next = link(page.Next)

@@ -23,6 +23,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/budget"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/customparams"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/patch"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -177,7 +178,7 @@ func (s *Server) Outcome(ctx context.Context, method string, err error) *outcome
 func (s *Server) Config() Config { return s.cfg }
 
 // NewID returns a new server-assigned resource id (ids.go).
-func (s *Server) NewID() string { return newID(s.cfg.Now()) }
+func (s *Server) NewID() string { return ids.New(s.cfg.Now()) }
 
 // Now is the service's clock, to the millisecond, as it stamps versions.
 func (s *Server) Now() time.Time { return s.now() }

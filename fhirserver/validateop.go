@@ -1,9 +1,11 @@
 package fhirserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/parameters"
 	"github.com/kiln-fhir/kiln/fhirserver/validation"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -33,12 +35,12 @@ func (c *Call) Validate(in OperationIn) (Response, error) {
 		if err != nil {
 			return Response{}, err
 		}
-		p, err := validateParams(raw, c.typ)
+		p, err := parameters.OfValidate(raw, c.typ)
 		if err != nil {
 			return Response{}, err
 		}
-		body = p.resource
-		mode, profile = first(p.mode, mode), first(p.profile, profile)
+		body = p.Resource
+		mode, profile = cmp.Or(p.Mode, mode), cmp.Or(p.Profile, profile)
 	}
 	switch mode {
 	case "", "create", "update", "profile":
@@ -104,53 +106,4 @@ func idOf(body []byte) (string, error) {
 	}
 	err := json.Unmarshal(body, &x)
 	return x.ID, err
-}
-
-// validateRequest is what a $validate body asks.
-type validateRequest struct {
-	resource      []byte
-	mode, profile string
-}
-
-// validateParams reads a $validate body: a Parameters resource (unless
-// the type validated is Parameters itself) or the resource.
-func validateParams(raw []byte, typ string) (validateRequest, error) {
-	var head struct {
-		ResourceType string `json:"resourceType"`
-		Parameter    []struct {
-			Name           string          `json:"name"`
-			Resource       json.RawMessage `json:"resource"`
-			ValueCode      string          `json:"valueCode"`
-			ValueURI       string          `json:"valueUri"`
-			ValueCanonical string          `json:"valueCanonical"`
-		} `json:"parameter"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return validateRequest{}, outcome.New(http.StatusBadRequest, "structure", "the body is not a FHIR JSON resource: "+err.Error())
-	}
-	if head.ResourceType != "Parameters" || typ == "Parameters" {
-		return validateRequest{resource: raw}, nil
-	}
-	var p validateRequest
-	for _, x := range head.Parameter {
-		switch x.Name {
-		case "resource":
-			p.resource = x.Resource
-		case "mode":
-			p.mode = x.ValueCode
-		case "profile":
-			p.profile = first(x.ValueCanonical, x.ValueURI)
-		}
-	}
-	if p.resource == nil && p.mode != "delete" {
-		return p, outcome.New(http.StatusBadRequest, "required", "the Parameters body has no \"resource\" parameter")
-	}
-	return p, nil
-}
-
-func first(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

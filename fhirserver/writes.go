@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -150,7 +151,7 @@ func (s *Server) createResource(ctx context.Context, typ string, in *WriteIn) (w
 	// ours (or the one a transaction Bundle assigned to this entry).
 	id := in.AssignedID
 	if id == "" {
-		id = newID(s.cfg.Now())
+		id = ids.New(s.cfg.Now())
 	}
 	if in.IfNoneExist != "" {
 		return s.conditionalCreate(ctx, typ, in, id)
@@ -260,7 +261,7 @@ func (s *Server) conditionalUpdateResource(ctx context.Context, typ, criteria st
 	id, v, err := s.applyToMatch(ctx, typ, criteria, pre, func() (string, error) {
 		// A transaction Bundle decided the id already, so that references
 		// to the entry could be rewritten to it.
-		return cmp.Or(in.AssignedID, in.Info.ID, newID(s.cfg.Now())), nil
+		return cmp.Or(in.AssignedID, in.Info.ID, ids.New(s.cfg.Now())), nil
 	}, func(id string, prev *store.Version) (*store.Write, error) {
 		if in.Info.ID != "" && in.Info.ID != id {
 			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(in.Info.ID)+" differs from the matching resource "+typ+"/"+id, typ+".id")
