@@ -162,26 +162,3 @@ func (s *Server) Audited(ctx context.Context, a Access, fn func(context.Context)
 	defer s.recordCall(ctx, &event{access: a}, http.StatusOK, &err)
 	return fn(ctx)
 }
-
-// auditWriter keeps the status of a REST interaction's answer, for its
-// AuditEvent.
-type auditWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *auditWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *auditWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

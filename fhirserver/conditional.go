@@ -106,9 +106,16 @@ func (s *Server) guarded(ctx context.Context, c *Criteria, fn func(tx store.Tx) 
 	return err
 }
 
-// matchIn runs criteria inside tx and returns up to q.Count matches.
-func matchIn(ctx context.Context, tx store.Searcher, q *search.Query) ([]*store.Version, error) {
-	page, err := tx.Search(ctx, q)
+// Match runs the criteria inside db (the store, or a transaction) and
+// returns their matches: at most limit, or Query.Count when limit is 0.
+func (c *Criteria) Match(ctx context.Context, db store.Searcher, limit int) ([]*store.Version, error) {
+	q := c.Query
+	if limit > 0 {
+		cp := *q
+		cp.Count = limit
+		q = &cp
+	}
+	page, err := db.Search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +146,7 @@ func (s *Server) applyToMatch(ctx context.Context, typ, query string, pre precon
 	var id string
 	var v *store.Version
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.Query)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}
@@ -194,7 +201,7 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 		if err != nil {
 			return "", err
 		}
-		found, err := matchIn(ctx, s.db(ctx), crit.Query)
+		found, err := crit.Match(ctx, s.db(ctx), 0)
 		if err != nil {
 			return "", err
 		}

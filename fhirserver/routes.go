@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/internal/route"
 )
 
 // Route is one interaction of the FHIR RESTful API at a method and a path
@@ -111,13 +113,12 @@ func MatchRoute(method, path string) RouteMatch {
 	var first *Route
 	for i := range routes {
 		rt := &routes[i]
-		var m RouteMatch
-		if !matchPath(rt.Path, path, &m) {
+		var v route.Vars
+		if !route.MatchPath(rt.Path, path, &v) {
 			continue
 		}
 		if rt.Method == method {
-			m.Route, m.Index = rt, i
-			return m
+			return RouteMatch{Route: rt, Index: i, Type: v.Type, ID: v.ID, VID: v.VID, CType: v.CType}
 		}
 		if first == nil {
 			first = rt
@@ -137,62 +138,3 @@ var allowed = func() map[string]string {
 	}
 	return out
 }()
-
-// matchPath matches a path against a route's path, segment by segment,
-// setting m's segments.
-func matchPath(tpl, path string, m *RouteMatch) bool {
-	if tpl == "" || path == "" {
-		return tpl == path
-	}
-	if path[0] != '/' {
-		return false
-	}
-	tpl, path = tpl[1:], path[1:]
-	for {
-		ts, trest, tmore := strings.Cut(tpl, "/")
-		ps, prest, pmore := strings.Cut(path, "/")
-		switch ts {
-		case "{type}", "{ctype}":
-			if !IsTypeName(ps) {
-				return false
-			}
-			if ts == "{type}" {
-				m.Type = ps
-			} else {
-				m.CType = ps
-			}
-		case "{id}", "{vid}":
-			if ps == "" {
-				return false
-			}
-			if ts == "{id}" {
-				m.ID = ps
-			} else {
-				m.VID = ps
-			}
-		default:
-			if ts != ps {
-				return false
-			}
-		}
-		if !tmore || !pmore {
-			return tmore == pmore
-		}
-		tpl, path = trest, prest
-	}
-}
-
-// IsTypeName reports whether a path segment has the shape of a resource
-// type's name ([A-Z][A-Za-z]*), as the routes' {type} takes it; whether
-// it is one is checked by Call.Admit.
-func IsTypeName(s string) bool {
-	if s == "" || s[0] < 'A' || s[0] > 'Z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i] | 0x20; c < 'a' || c > 'z' {
-			return false
-		}
-	}
-	return true
-}

@@ -188,7 +188,7 @@ func (s *Server) conditionalCreate(ctx context.Context, typ string, in *WriteIn,
 	}
 	var existing, created *store.Version
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.Query)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}
@@ -310,7 +310,7 @@ func (s *Server) conditionalDeleteResource(ctx context.Context, typ, criteria st
 	var last *store.Version
 	n := 0
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.Query)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -132,7 +131,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 			if err != nil {
 				return entryError(i, err)
 			}
-			found, err := rw.lookup(ctx, q.Query)
+			found, err := rw.lookup(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -265,7 +264,7 @@ func (rw *rewriter) matchLive(ctx context.Context, typ, raw string, gone map[str
 	if err != nil {
 		return nil, nil, err
 	}
-	found, err := rw.lookup(ctx, crit.Query)
+	found, err := rw.lookup(ctx, crit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -303,9 +302,7 @@ func (rw *rewriter) applied(i int, res entryResult) error {
 // transaction created the duplicates its criteria were meant to prevent.
 func (rw *rewriter) verify(ctx context.Context) error {
 	for _, c := range rw.checks {
-		q := *c.crit.Query
-		q.Count = 2
-		found, err := matchIn(ctx, rw.tx, &q)
+		found, err := c.crit.Match(ctx, rw.tx, 2)
 		if err != nil {
 			return err
 		}
@@ -333,11 +330,11 @@ func (rw *rewriter) verify(ctx context.Context) error {
 
 // lookup searches the transaction; a rewriter without one (settling a
 // Bundle before it takes the writer) fails with errNeedsLookup.
-func (rw *rewriter) lookup(ctx context.Context, q *search.Query) ([]*store.Version, error) {
+func (rw *rewriter) lookup(ctx context.Context, crit *fhirserver.Criteria) ([]*store.Version, error) {
 	if rw.tx == nil || rw.noLookup {
 		return nil, errNeedsLookup
 	}
-	return matchIn(ctx, rw.tx, q)
+	return crit.Match(ctx, rw.tx, 0)
 }
 
 func resourceID(res []byte) string {
@@ -451,13 +448,4 @@ func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies 
 		jobs = append(jobs, preindex.Job{Type: typ, ID: id, Body: body})
 	}
 	return jobs
-}
-
-// matchIn runs a search inside tx and returns up to q.Count matches.
-func matchIn(ctx context.Context, tx store.Searcher, q *search.Query) ([]*store.Version, error) {
-	page, err := tx.Search(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return page.Matches, nil
 }
