@@ -39,7 +39,11 @@ type entryExec struct {
 
 // entryRun runs a route's interaction for an entry: req carries the
 // entry's URL and headers, body is its resource.
-type entryRun func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error)
+//
+// The call is passed by value, so that running an entry does not move it
+// to the heap; what it records of the interaction is shared by its
+// copies.
+type entryRun func(e *Engine, c fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error)
 
 // dispatch reads one entry as its request and runs it.
 func (e *Engine) dispatch(ctx context.Context, outer *http.Request, method, rel string, ent *entryIn, body []byte, contentType string, x entryExec) entryResult {
@@ -112,7 +116,7 @@ func (e *Engine) runEntry(ctx context.Context, req *http.Request, m fhirserver.R
 	}
 	var out fhirserver.Response
 	if err == nil {
-		out, err = e.runs[m.Index](e, &c, req, body, x)
+		out, err = e.runs[m.Index](e, c, req, body, x)
 	}
 	if err != nil {
 		res = e.entryFailure(req, err)
@@ -147,79 +151,65 @@ func (e *Engine) entryFailure(req *http.Request, err error) entryResult {
 
 // runs are the entry runs of the routes, by name (fhirserver.Route.Name).
 var runs = map[string]entryRun{
-	"capabilities": func(_ *Engine, c *fhirserver.Call, _ *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"capabilities": func(_ *Engine, c fhirserver.Call, _ *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.Capabilities()
 	},
 	"bundle": (*Engine).nested,
-	"search": func(e *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"search": func(e *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		params, err := negotiate.SearchParams(req, e.cfg.Limits.MaxResourceBytes)
 		if err != nil {
 			return fhirserver.Response{}, err
 		}
 		return c.Search(fhirserver.SearchIn{Params: params, Posted: req.Method == http.MethodPost, Strict: negotiate.PreferStrict(req)})
 	},
-	"search-compartment": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"search-compartment": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.SearchCompartment(fhirserver.SearchIn{Params: req.URL.Query(), Strict: negotiate.PreferStrict(req)})
 	},
-	"history": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"history": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.History(req.URL.Query())
 	},
-	"read": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"read": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.Read(readIn(req))
 	},
-	"vread": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"vread": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.VRead(readIn(req))
 	},
-	"create": func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
-		in, err := e.writeIn(req, c, body, x)
-		if err != nil {
-			return fhirserver.Response{}, err
-		}
-		return c.Create(in)
-	},
-	"update": func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
-		in, err := e.writeIn(req, c, body, x)
-		if err != nil {
-			return fhirserver.Response{}, err
-		}
-		return c.Update(in)
-	},
-	"conditional-update": func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
-		in, err := e.writeIn(req, c, body, x)
-		if err != nil {
-			return fhirserver.Response{}, err
-		}
+	"create": writing((*Engine).writeIn, func(c fhirserver.Call, in fhirserver.WriteIn) (fhirserver.Response, error) { return c.Create(in) }),
+	"update": writing((*Engine).writeIn, func(c fhirserver.Call, in fhirserver.WriteIn) (fhirserver.Response, error) { return c.Update(in) }),
+	"conditional-update": writing((*Engine).writeIn, func(c fhirserver.Call, in fhirserver.WriteIn) (fhirserver.Response, error) {
 		return c.ConditionalUpdate(in)
-	},
-	"delete": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	}),
+	"delete": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.Delete(conditions(req))
 	},
-	"conditional-delete": func(_ *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"conditional-delete": func(_ *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.ConditionalDelete(fhirserver.WriteIn{Return: negotiate.PreferReturn(req)})
 	},
-	"patch": func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
-		in, err := e.patchIn(req, c, body, x)
-		if err != nil {
-			return fhirserver.Response{}, err
-		}
-		return c.Patch(in)
-	},
-	"conditional-patch": func(e *Engine, c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
-		in, err := e.patchIn(req, c, body, x)
-		if err != nil {
-			return fhirserver.Response{}, err
-		}
+	"patch": writing((*Engine).patchIn, func(c fhirserver.Call, in fhirserver.WriteIn) (fhirserver.Response, error) { return c.Patch(in) }),
+	"conditional-patch": writing((*Engine).patchIn, func(c fhirserver.Call, in fhirserver.WriteIn) (fhirserver.Response, error) {
 		return c.ConditionalPatch(in)
-	},
-	"validate": func(e *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	}),
+	"validate": func(e *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.Validate(e.operationIn(req))
 	},
-	"everything": func(e *Engine, c *fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"everything": func(e *Engine, c fhirserver.Call, req *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.Everything(e.operationIn(req))
 	},
-	"reindex": func(_ *Engine, c *fhirserver.Call, _ *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
+	"reindex": func(_ *Engine, c fhirserver.Call, _ *http.Request, _ []byte, _ entryExec) (fhirserver.Response, error) {
 		return c.ReindexOp()
 	},
+}
+
+// writing is the run of a write: read reads its entry, write runs it.
+func writing(read func(e *Engine, req *http.Request, typ string, body []byte, x entryExec) (fhirserver.WriteIn, error),
+	write func(fhirserver.Call, fhirserver.WriteIn) (fhirserver.Response, error)) entryRun {
+	return func(e *Engine, c fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
+		in, err := read(e, req, c.Type(), body, x)
+		if err != nil {
+			return fhirserver.Response{}, err
+		}
+		return write(c, in)
+	}
 }
 
 func readIn(req *http.Request) fhirserver.ReadIn {
@@ -234,8 +224,8 @@ func conditions(req *http.Request) fhirserver.WriteIn {
 
 // writeIn reads a create's or update's entry: its resource is of the
 // path's type.
-func (e *Engine) writeIn(req *http.Request, c *fhirserver.Call, body []byte, x entryExec) (fhirserver.WriteIn, error) {
-	body, info, err := e.entryResource(req.Context(), c.Type(), body, x, false)
+func (e *Engine) writeIn(req *http.Request, typ string, body []byte, x entryExec) (fhirserver.WriteIn, error) {
+	body, info, err := e.entryResource(req.Context(), typ, body, x, false)
 	if err != nil {
 		return fhirserver.WriteIn{}, err
 	}
@@ -246,7 +236,7 @@ func (e *Engine) writeIn(req *http.Request, c *fhirserver.Call, body []byte, x e
 
 // patchIn reads a PATCH entry: a JSON Patch from a Binary, or a FHIRPath
 // Patch, as the REST layer reads a PATCH body.
-func (e *Engine) patchIn(req *http.Request, _ *fhirserver.Call, body []byte, x entryExec) (fhirserver.WriteIn, error) {
+func (e *Engine) patchIn(req *http.Request, _ string, body []byte, x entryExec) (fhirserver.WriteIn, error) {
 	jsonPatch, err := negotiate.PatchFormat(req.Header.Get("Content-Type"))
 	if err != nil {
 		return fhirserver.WriteIn{}, err
@@ -276,12 +266,12 @@ func (e *Engine) operationIn(req *http.Request) fhirserver.OperationIn {
 
 // nested runs a Bundle posted to the base by an entry, as the REST layer
 // runs one posted to it.
-func (e *Engine) nested(c *fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
+func (e *Engine) nested(c fhirserver.Call, req *http.Request, body []byte, x entryExec) (fhirserver.Response, error) {
 	body, info, err := e.entryResource(req.Context(), "Bundle", body, x, true)
 	if err != nil {
 		return fhirserver.Response{}, err
 	}
-	out, err := e.Run(req, c, body, info)
+	out, err := e.Run(req, &c, body, info)
 	if err != nil {
 		return fhirserver.Response{}, err
 	}

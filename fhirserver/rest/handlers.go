@@ -39,30 +39,9 @@ var handlers = map[string]handlerFunc{
 		res, err := c.svc.VRead(readIn(r))
 		return send(w, c, res, err)
 	},
-	"create": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
-		in, err := a.writeIn(r, c)
-		if err != nil {
-			return err
-		}
-		res, err := c.svc.Create(in)
-		return send(w, c, res, err)
-	},
-	"update": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
-		in, err := a.writeIn(r, c)
-		if err != nil {
-			return err
-		}
-		res, err := c.svc.Update(in)
-		return send(w, c, res, err)
-	},
-	"conditional-update": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
-		in, err := a.writeIn(r, c)
-		if err != nil {
-			return err
-		}
-		res, err := c.svc.ConditionalUpdate(in)
-		return send(w, c, res, err)
-	},
+	"create":             writing((*api).writeIn, (*fhirserver.Call).Create),
+	"update":             writing((*api).writeIn, (*fhirserver.Call).Update),
+	"conditional-update": writing((*api).writeIn, (*fhirserver.Call).ConditionalUpdate),
 	"delete": func(_ *api, w http.ResponseWriter, r *http.Request, c *call) error {
 		res, err := c.svc.Delete(conditions(r))
 		return send(w, c, res, err)
@@ -71,22 +50,8 @@ var handlers = map[string]handlerFunc{
 		res, err := c.svc.ConditionalDelete(fhirserver.WriteIn{Return: negotiate.PreferReturn(r)})
 		return send(w, c, res, err)
 	},
-	"patch": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
-		in, err := a.patchIn(r)
-		if err != nil {
-			return err
-		}
-		res, err := c.svc.Patch(in)
-		return send(w, c, res, err)
-	},
-	"conditional-patch": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
-		in, err := a.patchIn(r)
-		if err != nil {
-			return err
-		}
-		res, err := c.svc.ConditionalPatch(in)
-		return send(w, c, res, err)
-	},
+	"patch":             writing((*api).patchIn, (*fhirserver.Call).Patch),
+	"conditional-patch": writing((*api).patchIn, (*fhirserver.Call).ConditionalPatch),
 	"validate": func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
 		res, err := c.svc.Validate(a.operationIn(r))
 		return send(w, c, res, err)
@@ -99,6 +64,20 @@ var handlers = map[string]handlerFunc{
 		res, err := c.svc.ReindexOp()
 		return send(w, c, res, err)
 	},
+}
+
+// writing is the handler of a write: read reads its request, write
+// runs it.
+func writing(read func(*api, *http.Request, *call) (fhirserver.WriteIn, error),
+	write func(*fhirserver.Call, fhirserver.WriteIn) (fhirserver.Response, error)) handlerFunc {
+	return func(a *api, w http.ResponseWriter, r *http.Request, c *call) error {
+		in, err := read(a, r, c)
+		if err != nil {
+			return err
+		}
+		res, err := write(&c.svc, in)
+		return send(w, c, res, err)
+	}
 }
 
 // bundle is POST [base] with a batch or transaction Bundle.

@@ -35,7 +35,7 @@ func (a *api) writeIn(r *http.Request, c *call) (fhirserver.WriteIn, error) {
 // patchIn reads a patch's request: a JSON Patch, or a FHIRPath Patch (a
 // Parameters resource, which passes the same structural validation as any
 // other body).
-func (a *api) patchIn(r *http.Request) (fhirserver.WriteIn, error) {
+func (a *api) patchIn(r *http.Request, _ *call) (fhirserver.WriteIn, error) {
 	jsonPatch, err := negotiate.PatchFormat(r.Header.Get("Content-Type"))
 	if err != nil {
 		return fhirserver.WriteIn{}, err
