@@ -109,13 +109,6 @@ func (c *Call) named(v *store.Version) {
 	}
 }
 
-// audit refines what the AuditEvent names.
-func (c *Call) audit(edit func(*event)) {
-	if c.ev != nil {
-		edit(c.ev)
-	}
-}
-
 // Response is an interaction's answer, what Bundle.entry.response holds:
 // the REST layer sends it as the HTTP answer, a Bundle as the entry's.
 type Response struct {

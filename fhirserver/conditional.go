@@ -122,16 +122,6 @@ func (c *Criteria) Match(ctx context.Context, db store.Searcher, limit int) ([]*
 	return page.Matches, nil
 }
 
-// RefuseWithoutTx turns a store's lack of transactions into the 501 of
-// what needs them.
-func RefuseWithoutTx(err error, what string) error {
-	if errors.Is(err, store.ErrTransactionsUnsupported) {
-		return outcome.New(http.StatusNotImplemented, "not-supported",
-			what+" needs transactions, which this deployment's store does not offer")
-	}
-	return err
-}
-
 // applyToMatch finds, inside one transaction, the resource the criteria
 // (a query string) of a write to typ match and applies next to it as
 // mutate would (with the write's If-Match / If-None-Match). With no match,

@@ -2,8 +2,6 @@ package fhirserver
 
 import (
 	"net/http"
-	"slices"
-	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/internal/route"
 )
@@ -76,21 +74,19 @@ var routes = func() []Route {
 // matched against them: the first whose path and method match.
 func Routes() []Route { return routes }
 
+// table matches requests against the routes.
+var table = func() *route.Table {
+	methods, paths := make([]string, len(routes)), make([]string, len(routes))
+	for i, rt := range routes {
+		methods[i], paths[i] = rt.Method, rt.Path
+	}
+	return route.NewTable(methods, paths)
+}()
+
 // AllowedMethods lists the methods of the routes at a path, in the table's
 // order, and HEAD wherever GET is (the server answers HEAD as GET): the
 // Allow header of a 405.
-func AllowedMethods(path string) string {
-	var out []string
-	for _, rt := range routes {
-		if rt.Path == path {
-			out = append(out, rt.Method)
-		}
-	}
-	if slices.Contains(out, http.MethodGet) {
-		out = append(out, http.MethodHead)
-	}
-	return strings.Join(out, ", ")
-}
+func AllowedMethods(path string) string { return table.Allowed(path) }
 
 // RouteMatch is the route a method and path name, with the path's
 // segments.
@@ -110,31 +106,9 @@ type RouteMatch struct {
 // first such path takes (405); else nothing (404). path is under the base:
 // "" or starting with "/".
 func MatchRoute(method, path string) RouteMatch {
-	var first *Route
-	for i := range routes {
-		rt := &routes[i]
-		var v route.Vars
-		if !route.MatchPath(rt.Path, path, &v) {
-			continue
-		}
-		if rt.Method == method {
-			return RouteMatch{Route: rt, Index: i, Type: v.Type, ID: v.ID, VID: v.VID, CType: v.CType}
-		}
-		if first == nil {
-			first = rt
-		}
+	i, v, allow := table.Match(method, path)
+	if i < 0 {
+		return RouteMatch{Allow: allow}
 	}
-	if first != nil {
-		return RouteMatch{Allow: allowed[first.Path]}
-	}
-	return RouteMatch{}
+	return RouteMatch{Route: &routes[i], Index: i, Type: v.Type, ID: v.ID, VID: v.VID, CType: v.CType}
 }
-
-// allowed is AllowedMethods of each path of the table.
-var allowed = func() map[string]string {
-	out := map[string]string{}
-	for _, rt := range routes {
-		out[rt.Path] = AllowedMethods(rt.Path)
-	}
-	return out
-}()

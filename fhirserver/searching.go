@@ -12,6 +12,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/cursor"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/terminology"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -267,7 +268,8 @@ func (s *Server) readable(ctx context.Context, vs []*store.Version) []*store.Ver
 // right to run it, and that no bare id is ambiguous.
 func (s *Server) parseSearch(ctx context.Context, types []string, params url.Values, strict bool) (*search.Parsed, error) {
 	opts := s.parseOptions(strict)
-	opts.Terminology = heldTerminology{ctx, s}
+	opts.Terminology = terminology.Held{Ctx: ctx, DB: s.db(ctx), Registry: s.registry,
+		DefaultCount: s.cfg.DefaultCount, MaxCount: s.cfg.MaxCount, BaseURL: s.cfg.BaseURL, Now: s.cfg.Now}
 	parsed, err := s.registry.Parse(types, params, opts)
 	if err != nil {
 		return nil, err
@@ -324,37 +326,4 @@ func (s *Server) checkBareIDs(ctx context.Context, q *search.Query) error {
 		}
 	}
 	return nil
-}
-
-// heldTerminology is the ValueSets and CodeSystems written to the server,
-// for :in, :not-in, :above and :below: the current resource whose url is
-// the canonical asked for (a |version is ignored, as for the built-in
-// ones). Reading them needs no grant: they hold no patient data.
-type heldTerminology struct {
-	ctx context.Context
-	s   *Server
-}
-
-// held reads the current resource of typ whose url is canonical with parse.
-func held[T any](h heldTerminology, typ, canonical string, parse func([]byte) (*T, error)) (*T, bool) {
-	canonical, _, _ = strings.Cut(canonical, "|")
-	p, err := h.s.registry.Parse([]string{typ}, url.Values{"url": {canonical}}, h.s.parseOptions(false))
-	if err != nil {
-		return nil, false
-	}
-	p.Query.Count = 1
-	page, err := h.s.db(h.ctx).Search(h.ctx, p.Query)
-	if err != nil || len(page.Matches) == 0 {
-		return nil, false
-	}
-	v, err := parse(page.Matches[0].Body)
-	return v, err == nil
-}
-
-func (h heldTerminology) ValueSet(canonical string) (*profiles.ValueSet, bool) {
-	return held(h, "ValueSet", canonical, profiles.ParseValueSet)
-}
-
-func (h heldTerminology) CodeSystem(canonical string) (*profiles.CodeSystem, bool) {
-	return held(h, "CodeSystem", canonical, profiles.ParseCodeSystem)
 }

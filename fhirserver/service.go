@@ -4,7 +4,7 @@ package fhirserver
 // instead of going over HTTP a second time (DESIGN.md). Each method is
 // authorized through Server.authorize exactly as the REST interaction it
 // mirrors, with the caller's auth.Principal carried by ctx, and writes go
-// through the same code as the REST handlers (structural validation,
+// through the same code as the REST layer's (structural validation,
 // nextWrite with profile validation and index rows, the store's
 // compare-and-swap). Client errors are *outcome.Error values with the
 // status the REST API would answer. Each call is one interaction, recorded
@@ -25,7 +25,7 @@ import (
 )
 
 // checkTypeID refuses an unknown resource type (404) or a malformed id
-// (400), as the REST router does for a path.
+// (400), as Call.Admit does for a path.
 func checkTypeID(typ, id string, needID bool) error {
 	if !profiles.IsResourceType(typ) {
 		return unknownType(typ)

@@ -9,6 +9,7 @@ package rest
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -56,7 +57,7 @@ func Register(r *mux.Router, prefix string, svc *fhirserver.Server) {
 			panic("rest: no handler of the route " + rt.Name)
 		}
 		sub.Handle(template(rt.Path), a.handle(rt, fn)).Methods(rt.Method)
-		if !contains(paths, rt.Path) {
+		if !slices.Contains(paths, rt.Path) {
 			paths = append(paths, rt.Path)
 		}
 	}
@@ -79,15 +80,6 @@ func Register(r *mux.Router, prefix string, svc *fhirserver.Server) {
 func template(path string) string {
 	path = strings.ReplaceAll(path, "{type}", "{type:[A-Z][A-Za-z]*}")
 	return strings.ReplaceAll(path, "{ctype}", "{ctype:[A-Z][A-Za-z]*}")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // handle wraps an interaction with what every FHIR request needs: content

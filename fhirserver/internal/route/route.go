@@ -5,7 +5,63 @@
 // Bundle's entries find the route their request would.
 package route
 
-import "strings"
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Table is a list of routes, each a method and a path template, matched
+// in order.
+type Table struct {
+	methods, paths []string
+	allowed        map[string]string // path template → Allowed
+}
+
+// NewTable returns the table of the routes methods[i] paths[i].
+func NewTable(methods, paths []string) *Table {
+	t := &Table{methods: methods, paths: paths, allowed: map[string]string{}}
+	for _, p := range paths {
+		var allow []string
+		for i := range paths {
+			if paths[i] == p {
+				allow = append(allow, methods[i])
+			}
+		}
+		if slices.Contains(allow, http.MethodGet) {
+			allow = append(allow, http.MethodHead)
+		}
+		t.allowed[p] = strings.Join(allow, ", ")
+	}
+	return t
+}
+
+// Allowed lists the methods of the routes at a path template, in the
+// table's order, and HEAD wherever GET is (a server answers HEAD as GET).
+func (t *Table) Allowed(path string) string { return t.allowed[path] }
+
+// Match returns the first route whose path and method match, with the
+// path's segments; else (i < 0), when some route's path matches, the
+// methods the first such path takes (a 405's Allow), or "" (a 404).
+func (t *Table) Match(method, path string) (i int, v Vars, allow string) {
+	first := -1
+	for i := range t.paths {
+		var v Vars
+		if !MatchPath(t.paths[i], path, &v) {
+			continue
+		}
+		if t.methods[i] == method {
+			return i, v, ""
+		}
+		if first < 0 {
+			first = i
+		}
+	}
+	if first >= 0 {
+		return -1, Vars{}, t.allowed[t.paths[first]]
+	}
+	return -1, Vars{}, ""
+}
 
 // Vars are the segments a path gives a route's {type}, {id}, {vid} and
 // {ctype}.
