@@ -237,21 +237,13 @@ func (e *Engine) writeIn(req *http.Request, typ string, body []byte, x entryExec
 // patchIn reads a PATCH entry: a JSON Patch from a Binary, or a FHIRPath
 // Patch, as the REST layer reads a PATCH body.
 func (e *Engine) patchIn(req *http.Request, _ string, body []byte, x entryExec) (fhirserver.WriteIn, error) {
-	jsonPatch, err := negotiate.PatchFormat(req.Header.Get("Content-Type"))
-	if err != nil {
-		return fhirserver.WriteIn{}, err
-	}
-	if jsonPatch {
-		body, err = fhirjson.ReadBody(bytes.NewReader(body), e.cfg.Limits.MaxResourceBytes, -1)
-	} else {
-		body, _, err = e.entryResource(req.Context(), "Parameters", body, x, false)
-	}
-	if err != nil {
-		return fhirserver.WriteIn{}, err
-	}
 	in := conditions(req)
-	in.Body, in.JSONPatch = body, jsonPatch
-	return in, nil
+	var err error
+	in.Body, in.JSONPatch, err = negotiate.ReadPatch(req.Header.Get("Content-Type"), bytes.NewReader(body), e.cfg.Limits.MaxResourceBytes, func() ([]byte, error) {
+		body, _, err := e.entryResource(req.Context(), "Parameters", body, x, false)
+		return body, err
+	})
+	return in, err
 }
 
 // operationIn reads an operation's entry; its resource is read only once

@@ -36,24 +36,13 @@ func (a *api) writeIn(r *http.Request, c *call) (fhirserver.WriteIn, error) {
 // Parameters resource, which passes the same structural validation as any
 // other body).
 func (a *api) patchIn(r *http.Request, _ *call) (fhirserver.WriteIn, error) {
-	jsonPatch, err := negotiate.PatchFormat(r.Header.Get("Content-Type"))
-	if err != nil {
-		return fhirserver.WriteIn{}, err
-	}
-	var body []byte
-	if jsonPatch {
-		// Not sized by the declared length: nothing is reserved from the
-		// budget for it, so memory follows the bytes that arrive.
-		body, err = fhirjson.ReadBody(r.Body, a.cfg.Limits.MaxResourceBytes, -1)
-	} else {
-		body, _, err = a.readBody(r, "Parameters", false)
-	}
-	if err != nil {
-		return fhirserver.WriteIn{}, err
-	}
 	in := conditions(r)
-	in.Body, in.JSONPatch = body, jsonPatch
-	return in, nil
+	var err error
+	in.Body, in.JSONPatch, err = negotiate.ReadPatch(r.Header.Get("Content-Type"), r.Body, a.cfg.Limits.MaxResourceBytes, func() ([]byte, error) {
+		body, _, err := a.readBody(r, "Parameters", false)
+		return body, err
+	})
+	return in, err
 }
 
 // operationIn reads an operation's request; the body of a POST is read

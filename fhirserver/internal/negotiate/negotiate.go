@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -153,6 +154,23 @@ func PatchFormat(contentType string) (jsonPatch bool, err error) {
 	}
 	return false, outcome.New(http.StatusUnsupportedMediaType, "not-supported",
 		"PATCH takes a JSON Patch ("+JSONPatch+") or a FHIRPath Patch Parameters resource ("+FHIRJSON+"); got "+outcome.Quote(contentType))
+}
+
+// ReadPatch reads a PATCH body of the media type contentType: a JSON Patch
+// from src, at most limit bytes (not sized by a declared length: nothing
+// is reserved from the budget for it, so memory follows the bytes that
+// arrive), or a FHIRPath Patch with parameters, which reads and checks it
+// as any resource body.
+func ReadPatch(contentType string, src io.Reader, limit int64, parameters func() ([]byte, error)) (body []byte, jsonPatch bool, err error) {
+	if jsonPatch, err = PatchFormat(contentType); err != nil {
+		return nil, false, err
+	}
+	if jsonPatch {
+		body, err = fhirjson.ReadBody(src, limit, -1)
+	} else {
+		body, err = parameters()
+	}
+	return body, jsonPatch, err
 }
 
 // SearchParams returns the parameters of a search: the query string, and
