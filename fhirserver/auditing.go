@@ -6,11 +6,10 @@ package fhirserver
 // refused with 403, not found, invalid …), whoever called — a REST request,
 // a Bundle entry (each run as the request it names), or an in-process
 // call of the platform endpoints (service.go). The entry points are
-// handle (REST requests, and Bundle entries that go through the router),
-// runEntry (the other Bundle entries) and the exported in-process methods;
-// nothing below them records, so an interaction's reads of the store, the
-// searches behind a conditional write and the types a search's chains
-// reach add no records of their own.
+// Call.End (REST requests and Bundle entries, each run through a Call) and
+// the exported in-process methods; nothing below them records, so an
+// interaction's reads of the store, the searches behind a conditional
+// write and the types a search's chains reach add no records of their own.
 
 import (
 	"context"
@@ -162,26 +161,3 @@ func (s *Server) Audited(ctx context.Context, a Access, fn func(context.Context)
 	defer s.recordCall(ctx, &event{access: a}, http.StatusOK, &err)
 	return fn(ctx)
 }
-
-// auditWriter keeps the status of a REST interaction's answer, for its
-// AuditEvent.
-type auditWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *auditWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *auditWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -23,9 +23,10 @@ import (
 // transactions cannot make them race-free, so they are refused there
 // rather than run with a window for duplicates.
 
-// criteria parses conditional criteria (a query string) for typ. Unknown
-// parameters are errors: ignoring one would widen the match.
-func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*criteria, error) {
+// Criteria parses conditional criteria (a query string) for typ, to find
+// at most limit matches. Unknown parameters are errors: ignoring one would
+// widen the match. The caller needs the right to run them as a search.
+func (s *Server) Criteria(ctx context.Context, typ, raw string, limit int) (*Criteria, error) {
 	params, err := url.ParseQuery(raw)
 	if err != nil {
 		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search criteria: "+err.Error())
@@ -55,14 +56,23 @@ func (s *Server) criteria(ctx context.Context, typ, raw string, limit int) (*cri
 	q.Count, q.Include, q.RevInclude, q.Sort, q.Total = limit, nil, nil, nil, search.TotalNone
 	// Encode sorts the parameters: the same criteria in another order
 	// take the same lock.
-	return &criteria{q: q, key: typ + "?" + params.Encode()}, nil
+	return &Criteria{Type: typ, Query: q, Key: typ + "?" + params.Encode()}, nil
 }
 
-// criteria are a conditional interaction's search and the key of the lock
-// that serialises requests with the same criteria.
-type criteria struct {
-	q   *search.Query
-	key string
+// Criteria are a conditional interaction's search over Type, and the key
+// of the lock that serialises requests with the same criteria: the same
+// filters in any order have the same key.
+type Criteria struct {
+	Type  string
+	Query *search.Query
+	Key   string
+}
+
+// NotSelective is the 412 of criteria that match n resources where they
+// must match at most one.
+func (c *Criteria) NotSelective(n int) error {
+	return outcome.New(http.StatusPreconditionFailed, "multiple-matches",
+		"the criteria match "+strconv.Itoa(n)+" or more "+c.Type+" resources; they must match at most one")
 }
 
 // criteriaLocker is a store whose transactions alone do not stop two
@@ -78,12 +88,12 @@ type criteriaLocker interface {
 // the Bundle's transaction. Otherwise it runs in a store transaction,
 // holding the store's criteria lock where it has one; on a store without
 // transactions fn runs on the store itself, each write a compare-and-swap.
-func (s *Server) guarded(ctx context.Context, c *criteria, fn func(tx store.Tx) error) error {
+func (s *Server) guarded(ctx context.Context, c *Criteria, fn func(tx store.Tx) error) error {
 	if tx, ok := txFrom(ctx); ok {
 		return fn(tx)
 	}
 	if l, ok := s.store.(criteriaLocker); ok {
-		unlock, err := l.LockCriteria(ctx, c.key)
+		unlock, err := l.LockCriteria(ctx, c.Key)
 		if err != nil {
 			return err
 		}
@@ -96,26 +106,20 @@ func (s *Server) guarded(ctx context.Context, c *criteria, fn func(tx store.Tx) 
 	return err
 }
 
-// matchIn runs criteria inside tx and returns up to q.Count matches.
-func matchIn(ctx context.Context, tx store.Searcher, q *search.Query) ([]*store.Version, error) {
-	page, err := tx.Search(ctx, q)
+// Match runs the criteria inside db (the store, or a transaction) and
+// returns their matches: at most limit, or Query.Count when limit is 0.
+func (c *Criteria) Match(ctx context.Context, db store.Searcher, limit int) ([]*store.Version, error) {
+	q := c.Query
+	if limit > 0 {
+		cp := *q
+		cp.Count = limit
+		q = &cp
+	}
+	page, err := db.Search(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return page.Matches, nil
-}
-
-func notSelective(typ string, n int) error {
-	return outcome.New(http.StatusPreconditionFailed, "multiple-matches",
-		"the criteria match "+strconv.Itoa(n)+" or more "+typ+" resources; they must match at most one")
-}
-
-func refuseWithoutTx(err error, what string) error {
-	if errors.Is(err, store.ErrTransactionsUnsupported) {
-		return outcome.New(http.StatusNotImplemented, "not-supported",
-			what+" needs transactions, which this deployment's store does not offer")
-	}
-	return err
 }
 
 // applyToMatch finds, inside one transaction, the resource the criteria
@@ -124,35 +128,35 @@ func refuseWithoutTx(err error, what string) error {
 // ifNone names the resource to create or fails; more than one match is a
 // 412.
 func (s *Server) applyToMatch(ctx context.Context, typ, query string, pre preconditions, ifNone func() (string, error),
-	next func(target *call, prev *store.Version) (*store.Write, error)) (*call, *store.Version, error) {
-	crit, err := s.criteria(ctx, typ, query, 2)
+	next func(id string, prev *store.Version) (*store.Write, error)) (string, *store.Version, error) {
+	crit, err := s.Criteria(ctx, typ, query, 2)
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	target := &call{typ: typ}
+	var id string
 	var v *store.Version
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.q)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}
 		switch len(found) {
 		case 0:
-			if target.id, err = ifNone(); err != nil {
+			if id, err = ifNone(); err != nil {
 				return err
 			}
 		case 1:
-			target.id = found[0].ID
+			id = found[0].ID
 		default:
-			return notSelective(typ, len(found))
+			return crit.NotSelective(len(found))
 		}
-		v, err = s.applyOne(ctx, tx, target, pre, func(prev *store.Version) (*store.Write, error) { return next(target, prev) })
+		v, err = s.applyOne(ctx, tx, typ, id, pre, func(prev *store.Version) (*store.Write, error) { return next(id, prev) })
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return "", nil, err
 	}
-	return target, v, nil
+	return id, v, nil
 }
 
 // resolveReferences replaces each conditional reference a write outside a
@@ -176,24 +180,24 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 		}, nil)
 	}
 	return reference.Rewrite(body, func(ref string) (string, error) {
-		typ, query, ok := s.conditionalReference(ref)
+		typ, query, ok := s.ConditionalReference(ref)
 		if !ok {
 			return "", nil
 		}
 		if to, ok := resolved[ref]; ok {
 			return to, nil
 		}
-		crit, err := s.criteria(ctx, typ, query, 2)
+		crit, err := s.Criteria(ctx, typ, query, 2)
 		if err != nil {
 			return "", err
 		}
-		found, err := matchIn(ctx, s.db(ctx), crit.q)
+		found, err := crit.Match(ctx, s.db(ctx), 0)
 		if err != nil {
 			return "", err
 		}
 		switch len(found) {
 		case 0:
-			return "", unmatchedReference(ref)
+			return "", UnmatchedReference(ref)
 		case 1:
 			resolved[ref] = typ + "/" + found[0].ID
 			return resolved[ref], nil
@@ -203,16 +207,16 @@ func (s *Server) resolveReferences(ctx context.Context, body []byte, prev *store
 	}, nil)
 }
 
-// unmatchedReference is the 412 of a conditional reference that matches
+// UnmatchedReference is the 412 of a conditional reference that matches
 // no resource.
-func unmatchedReference(ref string) error {
+func UnmatchedReference(ref string) error {
 	return outcome.New(http.StatusPreconditionFailed, "not-found", "the conditional reference "+quote(ref)+" matches no resource")
 }
 
-// conditionalReference splits a conditional reference into its type and
+// ConditionalReference splits a conditional reference into its type and
 // criteria: "Patient?identifier=…", relative or under this server's base.
 // ok is false for any other reference.
-func (s *Server) conditionalReference(ref string) (typ, query string, ok bool) {
+func (s *Server) ConditionalReference(ref string) (typ, query string, ok bool) {
 	typ, query, ok = strings.Cut(strings.TrimPrefix(ref, s.cfg.BaseURL+"/"), "?")
 	return typ, query, ok && profiles.IsResourceType(typ)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/budget"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -21,76 +22,62 @@ import (
 // writer; beyond it the client gets 409 and may retry itself.
 const maxCASAttempts = 32
 
-// The read interactions (read, vread, and history and search in
-// history.go and searching.go) take an input read from their request and
-// return their result without HTTP; the REST handlers and a Bundle's
-// entries (entries.go) each render that result.
-
-// readIn is what read and vread take from their request.
-type readIn struct {
-	typ, id, vid string
-	// shape is the request's _summary and _elements (among its other
-	// parameters).
-	shape url.Values
-	// cond is a read's If-None-Match and If-Modified-Since.
-	cond readConditions
+// ReadIn is what read and vread take from their request, besides the
+// path.
+type ReadIn struct {
+	// Params are the request's parameters, of which _summary and
+	// _elements shape the answer.
+	Params url.Values
+	// IfNoneMatch (the header's lines) and IfModifiedSince make a read
+	// conditional; a malformed If-None-Match is ignored.
+	IfNoneMatch     []string
+	IfModifiedSince string
 }
 
-// readInOf reads a read's or vread's request.
-func readInOf(r *http.Request, c *call) readIn {
-	return readIn{typ: c.typ, id: c.id, vid: c.vid, shape: r.URL.Query(), cond: readConditionsOf(r.Header)}
-}
-
-// got is a read's answer, before it is sent anywhere.
-type got struct {
-	v *store.Version
-	// body is v's body as _summary and _elements shape it; nil when the
-	// client's copy is current (notModified).
-	body        []byte
-	notModified bool
-}
-
-// readResource is read: the current version of in.typ/in.id, or
-// notModified when the client's conditions say its copy is current.
-func (s *Server) readResource(ctx context.Context, in readIn) (got, error) {
-	shaped, err := s.shaping(in.shape, in.typ)
+// Read is the read interaction: the current version of the path's
+// resource, or 304 when the client's conditions say its copy is current.
+func (c *Call) Read(in ReadIn) (Response, error) {
+	shaped, err := c.s.shaping(in.Params, c.typ)
 	if err != nil {
-		return got{}, err
+		return Response{}, err
 	}
-	v, err := s.db(ctx).Read(ctx, in.typ, in.id)
+	v, err := c.s.db(c.ctx).Read(c.ctx, c.typ, c.id)
 	if err != nil {
-		return got{}, s.notFound(err, &call{typ: in.typ, id: in.id})
+		return Response{}, c.s.notFound(err, c.typ, c.id)
 	}
 	if v.Deleted {
-		return got{}, gone(&call{typ: in.typ, id: in.id}, v)
+		return Response{}, gone(v)
 	}
-	if in.cond.notModified(v) {
-		return got{v: v, notModified: true}, nil
+	c.named(v)
+	if readConditionsOf(in).notModified(v) {
+		return Response{Status: http.StatusNotModified, Version: v}, nil
 	}
-	return got{v: v, body: shaped(v.Type, v.Body)}, nil
+	return Response{Status: http.StatusOK, Version: v, Body: shaped(v.Type, v.Body)}, nil
 }
 
-// vreadResource is vread: version in.vid of in.typ/in.id.
-func (s *Server) vreadResource(ctx context.Context, in readIn) (got, error) {
-	n, err := strconv.ParseInt(in.vid, 10, 64)
+// VRead is the vread interaction: the path's version of its resource.
+func (c *Call) VRead(in ReadIn) (Response, error) {
+	typ, id, vid := c.typ, c.id, c.vid
+	n, err := strconv.ParseInt(vid, 10, 64)
 	if err != nil || n <= 0 {
-		return got{}, outcome.New(http.StatusNotFound, "not-found", in.typ+"/"+in.id+" has no version "+quote(in.vid))
+		return Response{}, outcome.New(http.StatusNotFound, "not-found", typ+"/"+id+" has no version "+quote(vid))
 	}
-	shaped, err := s.shaping(in.shape, in.typ)
+	shaped, err := c.s.shaping(in.Params, typ)
 	if err != nil {
-		return got{}, err
+		return Response{}, err
 	}
-	v, err := s.db(ctx).VRead(ctx, in.typ, in.id, n)
+	v, err := c.s.db(c.ctx).VRead(c.ctx, typ, id, n)
 	if errors.Is(err, store.ErrNotFound) {
-		return got{}, outcome.New(http.StatusNotFound, "not-found", in.typ+"/"+in.id+" has no version "+in.vid)
+		return Response{}, outcome.New(http.StatusNotFound, "not-found", typ+"/"+id+" has no version "+vid)
 	}
 	if err != nil {
-		return got{}, err
+		return Response{}, err
 	}
 	if v.Deleted {
-		return got{}, gone(&call{typ: in.typ, id: in.id}, v)
+		return Response{}, gone(v)
 	}
-	return got{v: v, body: shaped(v.Type, v.Body)}, nil
+	c.named(v)
+	return Response{Status: http.StatusOK, Version: v, Body: shaped(v.Type, v.Body)}, nil
 }
 
 // shaping reads the _summary and _elements of a read or history (R4
@@ -131,9 +118,9 @@ type readConditions struct {
 	ifModifiedSince string
 }
 
-func readConditionsOf(h http.Header) readConditions {
-	inm, ok := negotiate.ParseETagSet(h, "If-None-Match")
-	return readConditions{ifNoneMatch: inm, inmMalformed: !ok, ifModifiedSince: h.Get("If-Modified-Since")}
+func readConditionsOf(in ReadIn) readConditions {
+	inm, ok := negotiate.ParseETagSet(in.IfNoneMatch)
+	return readConditions{ifNoneMatch: inm, inmMalformed: !ok, ifModifiedSince: in.IfModifiedSince}
 }
 
 // notModified implements conditional read: If-None-Match wins over
@@ -149,109 +136,48 @@ func (rc readConditions) notModified(v *store.Version) bool {
 	return false
 }
 
-// The REST handlers of read and vread.
-
-func (s *Server) read(w http.ResponseWriter, r *http.Request, c *call) error {
-	g, err := s.readResource(r.Context(), readInOf(r, c))
-	if err != nil {
-		return err
-	}
-	s.answerRead(w, c, g)
-	return nil
-}
-
-func (s *Server) vread(w http.ResponseWriter, r *http.Request, c *call) error {
-	g, err := s.vreadResource(r.Context(), readInOf(r, c))
-	if err != nil {
-		return err
-	}
-	s.answerRead(w, c, g)
-	return nil
-}
-
-// answerRead writes a read's result as the REST answer.
-func (s *Server) answerRead(w http.ResponseWriter, c *call, g got) {
-	c.named(g.v)
-	versionHeaders(w, g.v)
-	if g.notModified {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, g.body)
-}
-
-func (s *Server) notFound(err error, c *call) error {
+func (s *Server) notFound(err error, typ, id string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return outcome.New(http.StatusNotFound, "not-found", c.typ+"/"+c.id+" is not known")
+		return outcome.New(http.StatusNotFound, "not-found", typ+"/"+id+" is not known")
 	}
 	return err
 }
 
-func gone(c *call, v *store.Version) error {
-	return outcome.New(http.StatusGone, "deleted", c.typ+"/"+c.id+" was deleted (version "+strconv.FormatInt(v.Version, 10)+")")
+func gone(v *store.Version) error {
+	return outcome.New(http.StatusGone, "deleted", v.Type+"/"+v.ID+" was deleted (version "+strconv.FormatInt(v.Version, 10)+")")
 }
 
-// readBody reads and structurally validates a request body for the type in
-// the URL. Bundles may be larger than other resources. The body's bytes are
-// reserved from the validation budget while it is read and checked.
-func (s *Server) readBody(r *http.Request, typ string) ([]byte, fhirjson.Info, error) {
-	return s.readBodyWith(r, typ, s.validator.Check)
+// Budget is the bytes of request bodies that may be read and validated at
+// once, shared by the service's own checks, the REST layer and Bundles.
+func (s *Server) Budget() *budget.Budget { return s.budget }
+
+// CheckResource checks a request body for the resource type its URL names
+// (typ): structurally, unless known is what was read of it already (it
+// passed structural validation with its Bundle).
+func (s *Server) CheckResource(body []byte, typ string, known *fhirjson.Info) (fhirjson.Info, error) {
+	return bodyInfo(body, typ, s.validator.Check, known)
 }
 
-// readBodyWith is readBody with another structural check.
-func (s *Server) readBodyWith(r *http.Request, typ string, check func([]byte) (fhirjson.Info, error)) ([]byte, fhirjson.Info, error) {
-	if err := negotiate.CheckContentType(r); err != nil {
-		return nil, fhirjson.Info{}, err
-	}
-	limit := s.cfg.Limits.MaxResourceBytes
-	if typ == "Bundle" {
-		limit = s.cfg.Limits.MaxBundleBytes
-	}
-	// Refuse a declared oversize body before reading any of it.
-	if r.ContentLength > limit {
-		return nil, fhirjson.Info{}, tooLargeBody(r.ContentLength, limit)
-	}
-	src, release, err := s.budget.body(r, limit)
-	if err != nil {
-		return nil, fhirjson.Info{}, err
-	}
-	defer release()
-	body, err := fhirjson.ReadBody(src, limit, r.ContentLength)
-	if err != nil {
-		return nil, fhirjson.Info{}, err
-	}
-	var known *fhirjson.Info
-	if k, ok := entryInfo(r.Context()); ok {
-		known = &k // read before the transaction took the writer
-	}
-	info, err := bodyInfo(body, typ, check, known, isValidated(r.Context()))
-	if err != nil {
-		return nil, info, err
-	}
-	return body, info, nil
+// CheckBundle is CheckResource for a batch or transaction Bundle posted to
+// the base: its entries are validated with it when it is a transaction,
+// as each entry is processed when it is a batch.
+func (s *Server) CheckBundle(body []byte, known *fhirjson.Info) (fhirjson.Info, error) {
+	return bodyInfo(body, "Bundle", s.validator.CheckBundle, known)
 }
 
-// tooLargeBody refuses a body of n bytes over the limit.
-func tooLargeBody(n, limit int64) error {
+// TooLarge refuses a body of n bytes over the limit.
+func TooLarge(n, limit int64) error {
 	return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
 		"the request body of "+strconv.FormatInt(n, 10)+" bytes is larger than the limit of "+strconv.FormatInt(limit, 10)+" bytes")
 }
 
-// bodyInfo checks a body read for the type in the URL. known is what was
-// read of it already (before a transaction took the writer), validated
-// that it passed structural validation with its Bundle.
-func bodyInfo(body []byte, typ string, check func([]byte) (fhirjson.Info, error), known *fhirjson.Info, validated bool) (fhirjson.Info, error) {
+// bodyInfo checks a body read for the type in the URL.
+func bodyInfo(body []byte, typ string, check func([]byte) (fhirjson.Info, error), known *fhirjson.Info) (fhirjson.Info, error) {
 	var info fhirjson.Info
 	var err error
-	switch {
-	case known != nil:
+	if known != nil {
 		info = *known
-	case validated:
-		info, err = resourceInfo(body)
-	default:
-		info, err = check(body)
-	}
-	if err != nil {
+	} else if info, err = check(body); err != nil {
 		return info, err
 	}
 	if info.ResourceType != typ {
@@ -271,7 +197,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	pre := s.preindexedFor(ctx, typ, id, body)
 	var w store.Write
 	var err error
-	if restamped, ok := pre.restamp(s.nowFor(ctx), prev); ok {
+	if restamped, ok := pre.Restamp(s.nowFor(ctx), prev); ok {
 		w = store.Write{Type: typ, ID: id, Version: 1, LastUpdated: s.nowFor(ctx), Method: method, Body: restamped}
 	} else if w, err = s.stamp(ctx, typ, id, prev, body, method); err != nil {
 		return w, err
@@ -284,7 +210,7 @@ func (s *Server) nextWrite(ctx context.Context, typ, id string, prev *store.Vers
 	if w.Deleted {
 		return w, nil
 	}
-	if rows, ok := pre.rowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
+	if rows, ok := pre.RowsAt(w.LastUpdated); ok && typ != "SearchParameter" {
 		w.Index = rows
 		return w, nil
 	}
@@ -317,7 +243,7 @@ func stored(w store.Write) *store.Version {
 		Method: w.Method, Deleted: w.Deleted, Body: w.Body}
 }
 
-// mutate reads the current version of c's resource and writes the version
+// mutate reads the current version of typ/id and writes the version
 // next builds from it, atomically, if the current version meets the
 // client's preconditions (412 otherwise). next returns nil to write nothing;
 // mutate then returns the current version (nil if none).
@@ -326,26 +252,26 @@ func stored(w store.Write) *store.Version {
 // writers queue instead of racing. Otherwise each attempt is a
 // compare-and-swap; a lost race is retried after a short random pause.
 // Inside a transaction Bundle the Bundle's transaction is used as is.
-func (s *Server) mutate(ctx context.Context, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
+func (s *Server) mutate(ctx context.Context, typ, id string, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
 	if tx, ok := txFrom(ctx); ok {
-		return s.applyOne(ctx, tx, c, pre, next)
+		return s.applyOne(ctx, tx, typ, id, pre, next)
 	}
 	for i := 0; ; i++ {
 		var v *store.Version
 		err := s.store.Transact(ctx, func(tx store.Tx) error {
 			var err error
-			v, err = s.applyOne(ctx, tx, c, pre, next)
+			v, err = s.applyOne(ctx, tx, typ, id, pre, next)
 			return err
 		})
 		if errors.Is(err, store.ErrTransactionsUnsupported) {
-			v, err = s.applyOne(ctx, s.store, c, pre, next)
+			v, err = s.applyOne(ctx, s.store, typ, id, pre, next)
 		}
 		if !errors.Is(err, store.ErrConflict) {
 			return v, err
 		}
 		if pre.strict() {
 			return nil, outcome.New(http.StatusPreconditionFailed, "conflict",
-				c.typ+"/"+c.id+" was changed by another request while this one was applied")
+				typ+"/"+id+" was changed by another request while this one was applied")
 		}
 		if i == maxCASAttempts {
 			return nil, err
@@ -359,15 +285,15 @@ func (s *Server) mutate(ctx context.Context, c *call, pre preconditions, next fu
 }
 
 // applyOne is one attempt of mutate through rw.
-func (s *Server) applyOne(ctx context.Context, rw store.Tx, c *call, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
-	prev, err := rw.Read(ctx, c.typ, c.id)
+func (s *Server) applyOne(ctx context.Context, rw store.Tx, typ, id string, pre preconditions, next func(prev *store.Version) (*store.Write, error)) (*store.Version, error) {
+	prev, err := rw.Read(ctx, typ, id)
 	if errors.Is(err, store.ErrNotFound) {
 		prev, err = nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := pre.check(c, prev); err != nil {
+	if err := pre.check(typ, id, prev); err != nil {
 		return nil, err
 	}
 	wr, err := next(prev)

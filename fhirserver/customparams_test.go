@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/rest"
 	"github.com/kiln-fhir/kiln/internal/syncbuf"
 )
 
@@ -61,7 +62,7 @@ func TestCustomSearchParameter(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mux.NewRouter().SkipClean(true)
-	fs.Register(r, "/fhir")
+	rest.Register(r, "/fhir", fs)
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest("GET", "/fhir"+query, nil).WithContext(t.Context()))
 	if rec.Code != http.StatusOK || bytes.Count(rec.Body.Bytes(), []byte(`"mode":"match"`)) != 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/erasure"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -45,10 +46,10 @@ func (s *Server) eraser() *erasure.Eraser {
 			return w, err
 		},
 		Compartment: func(id string) ([]string, []search.Match) {
-			types := slices.DeleteFunc(slices.Clone(compartmentTypes()), func(t string) bool { return t == "Patient" })
+			types := slices.DeleteFunc(slices.Clone(compartment.Types()), func(t string) bool { return t == "Patient" })
 			var members []search.Match
 			for _, t := range types {
-				members = append(members, compartmentMatches(t, id)...)
+				members = append(members, compartment.Matches(t, id)...)
 			}
 			return types, members
 		},

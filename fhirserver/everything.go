@@ -1,40 +1,50 @@
 package fhirserver
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/parameters"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
-// everything is Patient/[id]/$everything (GET, or POST with a Parameters
+// OperationIn is what an operation takes from its request, besides the
+// path.
+type OperationIn struct {
+	// Params are the query string's parameters.
+	Params url.Values
+	// Body reads the request's body, a Parameters resource (for
+	// $validate, the resource or a Parameters); nil for a GET. It is read
+	// only once the operation is authorized.
+	Body func() ([]byte, error)
+	// Strict: Prefer: handling=strict.
+	Strict bool
+}
+
+// Everything is Patient/[id]/$everything (GET, or POST with a Parameters
 // body): the patient, every resource in its compartment, and the resources
 // those reference (search mode include), paged like a search, optionally
 // only of _type and only changed since _since.
-func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) error {
+func (c *Call) Everything(in OperationIn) (Response, error) {
+	s, ctx := c.s, c.ctx
 	if c.typ != "Patient" {
-		return outcome.New(http.StatusNotFound, "not-supported", "$everything is defined on Patient only")
+		return Response{}, outcome.New(http.StatusNotFound, "not-supported", "$everything is defined on Patient only")
 	}
-	ctx := r.Context()
-	if err := s.authorize(ctx, Access{Interaction: Operation, Operation: "$everything", Type: c.typ, ID: c.id}); err != nil {
-		return err
+	if err := c.Authorize(Access{Interaction: Operation, Operation: "$everything", Type: c.typ, ID: c.id}); err != nil {
+		return Response{}, err
 	}
-	params := r.URL.Query()
-	if r.Method == http.MethodPost {
-		body, err := s.operationParams(r)
+	params := in.Params
+	if in.Body != nil {
+		body, err := parameters.Of(in.Body)
 		if err != nil {
-			return err
+			return Response{}, err
 		}
 		for k, vs := range body {
 			params[k] = append(params[k], vs...)
@@ -42,10 +52,10 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	}
 	patient, err := s.db(ctx).Read(ctx, c.typ, c.id)
 	if err != nil {
-		return s.notFound(err, c)
+		return Response{}, s.notFound(err, c.typ, c.id)
 	}
 	if patient.Deleted {
-		return gone(c, patient)
+		return Response{}, gone(patient)
 	}
 	parsed := &search.Parsed{Applied: url.Values{}}
 	for k := range params {
@@ -58,12 +68,12 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 			parsed.Ignored = append(parsed.Ignored, search.Ignored{Param: k, Reason: "not a parameter of $everything"})
 		}
 	}
-	if len(parsed.Ignored) > 0 && negotiate.PreferStrict(r) {
+	if len(parsed.Ignored) > 0 && in.Strict {
 		slices.SortFunc(parsed.Ignored, func(a, b search.Ignored) int { return strings.Compare(a.Param, b.Param) })
 		ig := parsed.Ignored[0]
-		return outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)
+		return Response{}, outcome.New(http.StatusBadRequest, "not-supported", "$everything: the parameter "+quote(ig.Param)+" cannot be applied: "+ig.Reason)
 	}
-	types := slices.Clone(compartmentTypes())
+	types := slices.Clone(compartment.Types())
 	// _type is 0..*: each value a comma-separated list, together their
 	// union. Types outside the compartment (Practitioner, Medication…)
 	// come only as resources the compartment's ones reference.
@@ -73,16 +83,16 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 			for _, t := range strings.Split(v, ",") {
 				t = strings.TrimSpace(t)
 				if !profiles.IsResourceType(t) {
-					return outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type")
+					return Response{}, outcome.New(http.StatusBadRequest, "invalid", "_type: "+quote(t)+" is not a resource type")
 				}
 				if !slices.Contains(want, t) {
 					want = append(want, t)
 				}
 			}
 		}
-		types = slices.DeleteFunc(slices.Clone(want), func(t string) bool { return !slices.Contains(compartmentTypes(), t) })
+		types = slices.DeleteFunc(slices.Clone(want), func(t string) bool { return !slices.Contains(compartment.Types(), t) })
 		if len(types) == 0 {
-			return outcome.New(http.StatusBadRequest, "invalid", "_type must name at least one resource type of the Patient compartment; "+
+			return Response{}, outcome.New(http.StatusBadRequest, "invalid", "_type must name at least one resource type of the Patient compartment; "+
 				"the others come with it only as the resources it references")
 		}
 		parsed.Applied["_type"] = vs
@@ -93,19 +103,19 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 	parsed.Query = q
 	if v := params.Get("_count"); v != "" {
 		if q.Count, err = s.pageCount(v, 0); err != nil {
-			return err
+			return Response{}, err
 		}
 		parsed.Applied.Set("_count", v)
 	}
 	var members []search.Match
 	for _, t := range types {
-		members = append(members, compartmentMatches(t, c.id)...)
+		members = append(members, compartment.Matches(t, c.id)...)
 	}
 	q.Where = append(q.Where, search.Clause{Param: "_compartment", Any: members})
 	var since time.Time
 	if v := params.Get("_since"); v != "" {
 		if since, err = parseSince(v); err != nil {
-			return err
+			return Response{}, err
 		}
 		// Changed at or after the instant: the stored range starts there.
 		at := since.UnixMicro()
@@ -114,7 +124,7 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 		parsed.Applied.Set("_since", v)
 	}
 	if err := s.authorizeSearch(ctx, q); err != nil {
-		return err
+		return Response{}, err
 	}
 	// The referenced resources obey _type and _since as the compartment
 	// does; another patient is never one of them.
@@ -124,68 +134,9 @@ func (s *Server) everything(w http.ResponseWriter, r *http.Request, c *call) err
 			!v.LastUpdated.Before(since)
 	}
 	sr := searchRequest{params: params, path: "/Patient/" + c.id + "/$everything", keep: keep}
-	return s.answerSearch(w, r, c, sr, parsed)
-}
-
-// operationParams reads the Parameters body of an operation invoked with
-// POST: each parameter's name with its primitive value as text.
-func (s *Server) operationParams(r *http.Request) (url.Values, error) {
-	body, err := s.readRaw(r)
+	res, err := s.runParsed(ctx, sr, parsed)
 	if err != nil {
-		return nil, err
+		return Response{}, err
 	}
-	out := url.Values{}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return out, nil
-	}
-	var p struct {
-		ResourceType string                       `json:"resourceType"`
-		Parameter    []map[string]json.RawMessage `json:"parameter"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil || p.ResourceType != "Parameters" {
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "the body of an operation must be a Parameters resource")
-	}
-	for i, m := range p.Parameter {
-		at := "Parameters.parameter[" + strconv.Itoa(i) + "]"
-		var name string
-		if err := json.Unmarshal(m["name"], &name); err != nil || name == "" {
-			return nil, outcome.New(http.StatusBadRequest, "required", "a parameter has no name", at+".name")
-		}
-		value, ok, n := "", false, 0
-		for k, raw := range m {
-			if !strings.HasPrefix(k, "value") {
-				continue
-			}
-			if n++; n > 1 {
-				return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" has more than one value[x]", at)
-			}
-			var v any
-			if err := json.Unmarshal(raw, &v); err != nil {
-				break
-			}
-			switch v := v.(type) {
-			case string:
-				value, ok = v, true
-			case float64, bool:
-				value, ok = string(raw), true
-			}
-		}
-		if !ok {
-			return nil, outcome.New(http.StatusBadRequest, "invalid", "the parameter "+quote(name)+" needs a primitive value[x]", at)
-		}
-		out.Add(name, value)
-	}
-	return out, nil
+	return Response{Status: http.StatusOK, Body: s.searchBundle(res)}, nil
 }
-
-// compartmentTypes lists the resource types that can be in a Patient
-// compartment, Patient included.
-var compartmentTypes = sync.OnceValue(func() []string {
-	var out []string
-	for _, t := range profiles.ResourceTypes() {
-		if len(compartmentMatches(t, "x")) > 0 {
-			out = append(out, t)
-		}
-	}
-	return out
-})

@@ -1,17 +1,15 @@
 package fhirserver
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/fhirtime"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/jsonquote"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -27,6 +25,17 @@ const pageBytes = 16 << 20
 type historyIn struct {
 	typ, id string // both empty: system history; id empty: type history
 	params  url.Values
+}
+
+// History is history-instance, history-type or history-system, as the
+// path names a resource, a type or neither: newest version first, paged
+// by keyset cursors. params are the request's parameters.
+func (c *Call) History(params url.Values) (Response, error) {
+	h, err := c.s.historyResources(c.ctx, historyIn{typ: c.typ, id: c.id, params: params})
+	if err != nil {
+		return Response{}, err
+	}
+	return Response{Status: http.StatusOK, Body: c.s.historyBundle(h)}, nil
 }
 
 // historied is a history's page, before it is rendered as a Bundle.
@@ -54,21 +63,10 @@ func (s *Server) historyResources(ctx context.Context, in historyIn) (historied,
 	if in.id != "" && len(page.Versions) == 0 {
 		// History of a resource that never existed is a 404, not an empty page.
 		if _, err := s.db(ctx).Read(ctx, in.typ, in.id); err != nil {
-			return historied{}, s.notFound(err, &call{typ: in.typ, id: in.id})
+			return historied{}, s.notFound(err, in.typ, in.id)
 		}
 	}
 	return historied{in: in, page: page, shaped: shaped}, nil
-}
-
-// history is the REST handler of the history interactions: a Bundle of
-// type history.
-func (s *Server) history(w http.ResponseWriter, r *http.Request, c *call) error {
-	h, err := s.historyResources(r.Context(), historyIn{typ: c.typ, id: c.id, params: r.URL.Query()})
-	if err != nil {
-		return err
-	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.historyBundle(h))
-	return nil
 }
 
 func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQuery, error) {
@@ -94,66 +92,14 @@ func (s *Server) historyQuery(params url.Values, typ, id string) (store.HistoryQ
 	return q, nil
 }
 
-// historyBundle assembles the Bundle around the stored bytes of each version,
-// which are copied in as they are.
+// historyBundle is the history Bundle of a history's page.
 func (s *Server) historyBundle(h historied) []byte {
-	page, shaped := h.page, h.shaped
-	var b bytes.Buffer
-	b.WriteString(`{"resourceType":"Bundle","id":`)
-	writeJSONString(&b, newID(s.cfg.Now()))
-	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(fhirjson.FormatInstant(s.now()))
-	b.WriteString(`"},"type":"history","link":[{"relation":"self","url":`)
-	writeJSONString(&b, s.pageURL(&h.in, h.in.params.Get(cursorParam)))
-	b.WriteString(`}`)
-	if page.Next != "" {
-		b.WriteString(`,{"relation":"next","url":`)
-		writeJSONString(&b, s.pageURL(&h.in, page.Next))
-		b.WriteString(`}`)
+	p := bundlejson.History{ID: ids.New(s.cfg.Now()), At: s.now(), Self: s.pageURL(&h.in, h.in.params.Get(cursorParam)),
+		Versions: h.page.Versions, Shaped: h.shaped, Base: s.cfg.BaseURL}
+	if h.page.Next != "" {
+		p.Next = s.pageURL(&h.in, h.page.Next)
 	}
-	b.WriteString(`]`)
-	if len(page.Versions) > 0 {
-		b.WriteString(`,"entry":[`)
-		for i, v := range page.Versions {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			s.historyEntry(&b, v, shaped)
-		}
-		b.WriteString(`]`)
-	}
-	b.WriteString(`}`)
-	return b.Bytes()
-}
-
-func (s *Server) historyEntry(b *bytes.Buffer, v *store.Version, shaped func(string, []byte) []byte) {
-	b.WriteString(`{"fullUrl":`)
-	writeJSONString(b, s.resourceURL(v.Type, v.ID))
-	if !v.Deleted {
-		b.WriteString(`,"resource":`)
-		b.Write(shaped(v.Type, v.Body))
-	}
-	reqURL := v.Type + "/" + v.ID
-	status := "200 OK"
-	switch {
-	case v.Method == store.MethodCreate:
-		reqURL, status = v.Type, "201 Created"
-	case v.Deleted:
-		status = "204 No Content"
-	case v.Version == 1:
-		status = "201 Created" // create-on-update
-	}
-	b.WriteString(`,"request":{"method":"`)
-	b.WriteString(string(v.Method))
-	b.WriteString(`","url":`)
-	writeJSONString(b, reqURL)
-	b.WriteString(`},"response":{"status":"`)
-	b.WriteString(status)
-	b.WriteString(`","etag":`)
-	writeJSONString(b, negotiate.ETag(v.Version))
-	b.WriteString(`,"lastModified":"`)
-	b.WriteString(fhirjson.FormatInstant(v.LastUpdated))
-	b.WriteString(`"}}`)
+	return bundlejson.HistoryOf(&p)
 }
 
 // pageURL is the request's URL on the public base, with the cursor replaced.
@@ -181,12 +127,6 @@ func (s *Server) pageURL(h *historyIn, cursor string) string {
 		u += "?" + out.Encode()
 	}
 	return u
-}
-
-// writeJSONString writes s as a JSON string. Unlike json.Marshal it leaves
-// &, < and > as they are: links full of \u0026 are valid but unreadable.
-func writeJSONString(b *bytes.Buffer, s string) {
-	b.Write(jsonquote.Append(b.AvailableBuffer(), s))
 }
 
 // pageCount reads a _count of at least least, clamped to the maximum.

@@ -28,7 +28,7 @@ func (s *Server) checkedRows(ctx context.Context, typ string, body []byte) (*sea
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkWrite(ctx, typ, res); err != nil {
+	if err := s.cfg.Validation.CheckWrite(ctx, typ, res); err != nil {
 		return nil, err
 	}
 	return s.extractRows(ctx, typ, res)

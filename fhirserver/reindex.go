@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -81,26 +80,25 @@ func (s *Server) Reindex(ctx context.Context, types []string, progress func(done
 	return done, nil
 }
 
-// reindexOp is POST [base]/$reindex and POST [base]/[type]/$reindex. It
+// ReindexOp is POST [base]/$reindex and POST [base]/[type]/$reindex. It
 // runs within the request; a large store is better reindexed offline with
 // kiln admin reindex, which reports progress.
-func (s *Server) reindexOp(w http.ResponseWriter, r *http.Request, c *call) error {
-	if err := s.authorize(r.Context(), Access{Interaction: Operation, Operation: "$reindex", Type: c.typ}); err != nil {
-		return err
+func (c *Call) ReindexOp() (Response, error) {
+	if err := c.Authorize(Access{Interaction: Operation, Operation: "$reindex", Type: c.typ}); err != nil {
+		return Response{}, err
 	}
-	if _, inTx := txFrom(r.Context()); inTx {
+	if _, inTx := txFrom(c.ctx); inTx {
 		// It writes in steps of its own, which would wait for the
 		// transaction's writer until the request times out.
-		return outcome.New(http.StatusBadRequest, "not-supported", "$reindex cannot be an entry of a transaction Bundle")
+		return Response{}, outcome.New(http.StatusBadRequest, "not-supported", "$reindex cannot be an entry of a transaction Bundle")
 	}
 	var types []string
 	if c.typ != "" {
 		types = []string{c.typ}
 	}
-	n, err := s.Reindex(r.Context(), types, nil)
+	n, err := c.s.Reindex(c.ctx, types, nil)
 	if err != nil {
-		return err
+		return Response{}, err
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, []byte(`{"resourceType":"Parameters","parameter":[{"name":"reindexed","valueInteger":`+strconv.FormatInt(n, 10)+`}]}`))
-	return nil
+	return Response{Status: http.StatusOK, Body: []byte(`{"resourceType":"Parameters","parameter":[{"name":"reindexed","valueInteger":` + strconv.FormatInt(n, 10) + `}]}`)}, nil
 }

@@ -17,7 +17,7 @@ type ScopeAuthorizer struct{ Partition auth.Partition }
 
 // Authorize maps the interaction onto the policy table. Batch and
 // transaction Bundles pass here as a whole; each of their entries is
-// dispatched through the router and authorized on its own, so one
+// run as the interaction it names and authorized on its own, so one
 // forbidden entry fails a transaction as a whole.
 func (a ScopeAuthorizer) Authorize(ctx context.Context, acc Access) error {
 	switch acc.Interaction {

@@ -1,18 +1,18 @@
 package fhirserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/shape"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/compartment"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/cursor"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/terminology"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -38,112 +38,60 @@ type searchRequest struct {
 	keep   func(*store.Version) bool // nil, or which included resources the page keeps
 }
 
-// searchParams returns the parameters of a search: the query string, plus
-// the form body of POST _search.
-func (s *Server) searchParams(r *http.Request) (url.Values, error) {
-	if r.Method != http.MethodPost {
-		return r.URL.Query(), nil
-	}
-	switch ct := r.Header.Get("Content-Type"); {
-	case ct == "":
-		// The body of POST _search is a form, said or not; unsaid,
-		// ParseForm would drop its criteria and widen the search.
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	case !strings.HasPrefix(ct, "application/x-www-form-urlencoded"):
-		return nil, outcome.New(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes an application/x-www-form-urlencoded body; got "+quote(ct))
-	}
-	r.Body = http.MaxBytesReader(nil, r.Body, s.cfg.Limits.MaxResourceBytes)
-	if err := r.ParseForm(); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-				"the search form is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
-		}
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search form: "+err.Error())
-	}
-	return r.Form, nil
+// SearchIn is what a search takes from its request, besides the path.
+type SearchIn struct {
+	// Params are the search's parameters: the query string's, and a POST
+	// _search form's.
+	Params url.Values
+	// Posted: the criteria came (also) in a POST form, and the AuditEvent
+	// records them all.
+	Posted bool
+	// Strict: Prefer: handling=strict, under which a parameter the server
+	// does not know is an error rather than ignored.
+	Strict bool
 }
 
-// searchType is GET [type]?… and POST [type]/_search.
-func (s *Server) searchType(w http.ResponseWriter, r *http.Request, c *call) error {
-	params, err := s.searchParams(r)
-	if err != nil {
-		return err
+// Search is search-type (GET [type]?…, POST [type]/_search) over the
+// path's type, or search-system ([base]?…) when it names none.
+func (c *Call) Search(in SearchIn) (Response, error) {
+	if in.Posted && c.ev != nil {
+		c.ev.query = in.Params.Encode()
 	}
-	if r.Method == http.MethodPost {
-		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
+	sr := searchRequest{params: in.Params, path: ""}
+	if c.typ != "" {
+		sr.types, sr.path = []string{c.typ}, "/"+c.typ
 	}
-	return s.runSearch(w, r, c, searchRequest{types: []string{c.typ}, params: params, path: "/" + c.typ})
+	return c.s.answerSearch(c.ctx, sr, in.Strict)
 }
 
-// searchSystem is GET [base]?… and POST [base]/_search (with _type).
-func (s *Server) searchSystem(w http.ResponseWriter, r *http.Request, c *call) error {
-	params, err := s.searchParams(r)
-	if err != nil {
-		return err
-	}
-	if r.Method == http.MethodPost {
-		c.audit(func(ev *event) { ev.query = params.Encode() }) // the form's criteria too
-	}
-	return s.runSearch(w, r, c, searchRequest{params: params, path: ""})
-}
-
-// patientCompartment is the R4 Patient CompartmentDefinition.
-func patientCompartment() *profiles.CompartmentDefinition {
-	cd, err := profiles.PatientCompartment()
-	if err != nil {
-		panic("fhirserver: embedded Patient CompartmentDefinition: " + err.Error()) // embedded data; tests load it
-	}
-	return cd
-}
-
-// compartmentMatches is the membership test of the Patient compartment of
-// id for resources of typ: a reference from any of the type's compartment
-// parameters to the patient (and, for Patient itself, the patient).
-func compartmentMatches(typ, id string) []search.Match {
-	var out []search.Match
-	var keys []string
-	for _, p := range patientCompartment().Params(typ) {
-		if p == "{def}" {
-			continue
-		}
-		keys = append(keys, p+"\x1fPatient/"+id)
-	}
-	if len(keys) > 0 {
-		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: keys})
-	}
-	if typ == "Patient" {
-		out = append(out, search.Match{Op: search.OpKey, Type: typ, Keys: []string{"_id\x1f" + id}})
-	}
-	return out
-}
-
-// searchCompartment is GET Patient/[id]/[type]?….
-func (s *Server) searchCompartment(w http.ResponseWriter, r *http.Request, c *call) error {
+// SearchCompartment is GET Patient/[id]/[type]?…: a search of the path's
+// compartment type within the compartment its type and id name.
+func (c *Call) SearchCompartment(in SearchIn) (Response, error) {
 	ctype := c.ctype
 	if c.typ != "Patient" {
-		return outcome.New(http.StatusNotFound, "not-supported", "compartment search is defined for the Patient compartment only; got "+c.typ)
+		return Response{}, outcome.New(http.StatusNotFound, "not-supported", "compartment search is defined for the Patient compartment only; got "+c.typ)
 	}
 	if !profiles.IsResourceType(ctype) {
-		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(ctype))
+		return Response{}, unknownType(ctype)
 	}
 	// The compartment's own resource is read as well as the type searched
 	// (docs/authorization.md: search-compartment).
-	if err := s.authorize(r.Context(), Access{Interaction: Read, Type: c.typ, ID: c.id}); err != nil {
-		return err
+	if err := c.Authorize(Access{Interaction: Read, Type: c.typ, ID: c.id}); err != nil {
+		return Response{}, err
 	}
-	if err := s.authorize(r.Context(), Access{Interaction: SearchType, Type: ctype}); err != nil {
-		return err
+	if err := c.Authorize(Access{Interaction: SearchType, Type: ctype}); err != nil {
+		return Response{}, err
 	}
-	ms := compartmentMatches(ctype, c.id)
+	ms := compartment.Matches(ctype, c.id)
 	if len(ms) == 0 {
-		return outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
+		return Response{}, outcome.New(http.StatusBadRequest, "invalid", ctype+" resources are not in the Patient compartment")
 	}
-	return s.runSearch(w, r, c, searchRequest{
+	return c.s.answerSearch(c.ctx, searchRequest{
 		types:  []string{ctype},
-		params: r.URL.Query(),
+		params: in.Params,
 		path:   "/Patient/" + c.id + "/" + ctype,
 		extra:  []search.Clause{{Param: "_compartment", Any: ms}},
-	})
+	}, in.Strict)
 }
 
 // searched is a search's page, before it is rendered as a searchset.
@@ -173,7 +121,7 @@ func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search
 	scope := sr.path + "?" + parsed.Applied.Encode()
 	var err error
 	if sealed := sr.params.Get(cursorParam); sealed != "" {
-		if q.Cursor, err = s.openCursor(scope, sealed); err != nil {
+		if q.Cursor, err = cursor.Open(s.cfg.CursorKey, scope, sealed); err != nil {
 			return searched{}, err
 		}
 	}
@@ -188,24 +136,13 @@ func (s *Server) runParsed(ctx context.Context, sr searchRequest, parsed *search
 	return searched{sr: sr, parsed: parsed, page: page, scope: scope}, nil
 }
 
-// runSearch parses, runs and answers one search.
-func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest) error {
-	res, err := s.searchResources(r.Context(), sr, negotiate.PreferStrict(r))
+// answerSearch parses and runs one search, and answers its searchset.
+func (s *Server) answerSearch(ctx context.Context, sr searchRequest, strict bool) (Response, error) {
+	res, err := s.searchResources(ctx, sr, strict)
 	if err != nil {
-		return err
+		return Response{}, err
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
-	return nil
-}
-
-// answerSearch runs a parsed search and writes the searchset.
-func (s *Server) answerSearch(w http.ResponseWriter, r *http.Request, c *call, sr searchRequest, parsed *search.Parsed) error {
-	res, err := s.runParsed(r.Context(), sr, parsed)
-	if err != nil {
-		return err
-	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.searchBundle(res))
-	return nil
+	return Response{Status: http.StatusOK, Body: s.searchBundle(res)}, nil
 }
 
 // authorizeSearch checks the searched types and every type a chain, _has
@@ -263,90 +200,38 @@ func (s *Server) authorizeSearch(ctx context.Context, q *search.Query) error {
 	return walk(q, SearchType)
 }
 
-// searchBundle assembles the searchset around the stored bytes of each
-// match, shaped by _summary and _elements when asked.
+// searchBundle is the searchset of a search's page: its links carry the
+// search as applied, with sealed cursors.
 func (s *Server) searchBundle(res searched) []byte {
 	sr, parsed, page, scope := res.sr, res.parsed, res.page, res.scope
 	q := parsed.Query
-	var b bytes.Buffer
-	b.WriteString(`{"resourceType":"Bundle","id":`)
-	writeJSONString(&b, newID(s.cfg.Now()))
-	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(fhirjson.FormatInstant(s.now()))
-	b.WriteString(`"},"type":"searchset"`)
-	if page.Total >= 0 {
-		b.WriteString(`,"total":`)
-		b.WriteString(strconv.FormatInt(page.Total, 10))
-	}
-	link := func(rel, cursor string) {
+	link := func(next string) string {
 		u := s.cfg.BaseURL + sr.path
 		v := cloneValues(parsed.Applied)
-		if cursor != "" {
-			v.Set(cursorParam, s.sealCursor(scope, cursor))
+		if next != "" {
+			v.Set(cursorParam, cursor.Seal(s.cfg.CursorKey, scope, next))
 		}
 		if len(v) > 0 {
 			u += "?" + v.Encode()
 		}
-		b.WriteString(`{"relation":"` + rel + `","url":`)
-		writeJSONString(&b, u)
-		b.WriteString(`}`)
+		return u
 	}
-	b.WriteString(`,"link":[`)
-	selfCursor := ""
-	if q.Cursor != "" {
-		selfCursor = q.Cursor
-	}
-	link("self", selfCursor)
+	p := bundlejson.Searchset{ID: ids.New(s.cfg.Now()), At: s.now(), Total: page.Total, Self: link(q.Cursor),
+		Matches: page.Matches, Included: page.Included, Summary: q.Summary, Elements: q.Elements, Base: s.cfg.BaseURL}
 	if page.Next != "" {
-		b.WriteByte(',')
-		link("next", page.Next)
+		p.Next = link(page.Next)
 	}
 	if page.Prev != "" {
-		b.WriteByte(',')
-		link("previous", page.Prev)
-	}
-	b.WriteString(`]`)
-	n := 0
-	entry := func(v *store.Version, mode string) {
-		if n == 0 {
-			b.WriteString(`,"entry":[`)
-		} else {
-			b.WriteByte(',')
-		}
-		n++
-		b.WriteString(`{"fullUrl":`)
-		writeJSONString(&b, s.resourceURL(v.Type, v.ID))
-		b.WriteString(`,"resource":`)
-		b.Write(shape.Apply(v.Type, v.Body, q.Summary, q.Elements))
-		b.WriteString(`,"search":{"mode":"` + mode + `"}}`)
-	}
-	for _, v := range page.Matches {
-		entry(v, "match")
-	}
-	for _, v := range page.Included {
-		entry(v, "include")
+		p.Previous = link(page.Prev)
 	}
 	if len(parsed.Ignored) > 0 {
-		issues := make([]outcome.Issue, 0, len(parsed.Ignored))
+		p.Warnings = make([]outcome.Issue, 0, len(parsed.Ignored))
 		for _, ig := range parsed.Ignored {
-			issues = append(issues, outcome.Issue{Severity: "warning", Code: "not-supported",
+			p.Warnings = append(p.Warnings, outcome.Issue{Severity: "warning", Code: "not-supported",
 				Diagnostics: "the parameter " + quote(ig.Param) + " was ignored: " + ig.Reason})
 		}
-		if n == 0 {
-			b.WriteString(`,"entry":[`)
-		} else {
-			b.WriteByte(',')
-		}
-		n++
-		b.WriteString(`{"resource":`)
-		b.Write(outcome.Render(issues))
-		b.WriteString(`,"search":{"mode":"outcome"}}`)
 	}
-	if n > 0 {
-		b.WriteString(`]`)
-	}
-	b.WriteString(`}`)
-	return b.Bytes()
+	return bundlejson.SearchsetOf(&p)
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -383,7 +268,8 @@ func (s *Server) readable(ctx context.Context, vs []*store.Version) []*store.Ver
 // right to run it, and that no bare id is ambiguous.
 func (s *Server) parseSearch(ctx context.Context, types []string, params url.Values, strict bool) (*search.Parsed, error) {
 	opts := s.parseOptions(strict)
-	opts.Terminology = heldTerminology{ctx, s}
+	opts.Terminology = terminology.Held{Ctx: ctx, DB: s.db(ctx), Registry: s.registry,
+		DefaultCount: s.cfg.DefaultCount, MaxCount: s.cfg.MaxCount, BaseURL: s.cfg.BaseURL, Now: s.cfg.Now}
 	parsed, err := s.registry.Parse(types, params, opts)
 	if err != nil {
 		return nil, err
@@ -440,37 +326,4 @@ func (s *Server) checkBareIDs(ctx context.Context, q *search.Query) error {
 		}
 	}
 	return nil
-}
-
-// heldTerminology is the ValueSets and CodeSystems written to the server,
-// for :in, :not-in, :above and :below: the current resource whose url is
-// the canonical asked for (a |version is ignored, as for the built-in
-// ones). Reading them needs no grant: they hold no patient data.
-type heldTerminology struct {
-	ctx context.Context
-	s   *Server
-}
-
-// held reads the current resource of typ whose url is canonical with parse.
-func held[T any](h heldTerminology, typ, canonical string, parse func([]byte) (*T, error)) (*T, bool) {
-	canonical, _, _ = strings.Cut(canonical, "|")
-	p, err := h.s.registry.Parse([]string{typ}, url.Values{"url": {canonical}}, h.s.parseOptions(false))
-	if err != nil {
-		return nil, false
-	}
-	p.Query.Count = 1
-	page, err := h.s.db(h.ctx).Search(h.ctx, p.Query)
-	if err != nil || len(page.Matches) == 0 {
-		return nil, false
-	}
-	v, err := parse(page.Matches[0].Body)
-	return v, err == nil
-}
-
-func (h heldTerminology) ValueSet(canonical string) (*profiles.ValueSet, bool) {
-	return held(h, "ValueSet", canonical, profiles.ParseValueSet)
-}
-
-func (h heldTerminology) CodeSystem(canonical string) (*profiles.CodeSystem, bool) {
-	return held(h, "CodeSystem", canonical, profiles.ParseCodeSystem)
 }

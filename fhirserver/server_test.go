@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/rest"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo"
 	"github.com/kiln-fhir/kiln/fhirserver/store/mongo/mongotest"
@@ -118,7 +119,7 @@ func newHarnessOn(t testing.TB, st store.Store, mutate ...func(*fhirserver.Confi
 	}
 	r := mux.NewRouter().SkipClean(true)
 	r.Use(httpserver.LabelRoute)
-	fs.Register(r, "/fhir")
+	rest.Register(r, "/fhir", fs)
 	srv.Config.Handler = httpserver.Chain(r, httpserver.Options{Logger: cfg.Logger, MaxBody: 32 << 20, FHIRBases: []string{"/fhir"}})
 	return &harness{t: t, srv: srv, base: srv.URL + "/fhir", store: st, cfg: cfg}
 }

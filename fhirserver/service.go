@@ -4,7 +4,7 @@ package fhirserver
 // instead of going over HTTP a second time (DESIGN.md). Each method is
 // authorized through Server.authorize exactly as the REST interaction it
 // mirrors, with the caller's auth.Principal carried by ctx, and writes go
-// through the same code as the REST handlers (structural validation,
+// through the same code as the REST layer's (structural validation,
 // nextWrite with profile validation and index rows, the store's
 // compare-and-swap). Client errors are *outcome.Error values with the
 // status the REST API would answer. Each call is one interaction, recorded
@@ -25,15 +25,23 @@ import (
 )
 
 // checkTypeID refuses an unknown resource type (404) or a malformed id
-// (400), as the REST router does for a path.
+// (400), as Call.Admit does for a path.
 func checkTypeID(typ, id string, needID bool) error {
 	if !profiles.IsResourceType(typ) {
-		return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ))
+		return unknownType(typ)
 	}
 	if needID && !fhirjson.ValidID(id) {
-		return outcome.New(http.StatusBadRequest, "invalid", "invalid resource id "+quote(id)+": ids are 1-64 characters of A-Z a-z 0-9 - .")
+		return invalidID(id)
 	}
 	return nil
+}
+
+func unknownType(typ string) error {
+	return outcome.New(http.StatusNotFound, "not-supported", "unknown resource type "+quote(typ))
+}
+
+func invalidID(id string) error {
+	return outcome.New(http.StatusBadRequest, "invalid", "invalid resource id "+quote(id)+": ids are 1-64 characters of A-Z a-z 0-9 - .")
 }
 
 // clientError returns err as the *outcome.Error the REST API would answer
@@ -113,13 +121,12 @@ func (s *Server) Read(ctx context.Context, typ, id string) (_ *store.Version, er
 	if err := s.authorize(ctx, Access{Interaction: Read, Type: typ, ID: id}); err != nil {
 		return nil, err
 	}
-	c := &call{typ: typ, id: id}
 	v, err := s.db(ctx).Read(ctx, typ, id)
 	if err != nil {
-		return nil, clientError(s.notFound(err, c))
+		return nil, clientError(s.notFound(err, typ, id))
 	}
 	if v.Deleted {
-		return nil, gone(c, v)
+		return nil, gone(v)
 	}
 	return v, nil
 }

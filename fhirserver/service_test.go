@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -29,7 +31,7 @@ func newServiceWith(t *testing.T, mutate ...func(*fhirserver.Config)) *fhirserve
 	t.Helper()
 	cfg := fhirserver.Config{BaseURL: "https://kiln.test/fhir", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Authorizer: fhirserver.ScopeAuthorizer{Partition: auth.PartitionClinical}}
-	withValidation(fhirserver.ValidateProfiles, "warn", true)(&cfg)
+	withValidation(validation.Profiles, "warn", true)(&cfg)
 	for _, m := range mutate {
 		m(&cfg)
 	}

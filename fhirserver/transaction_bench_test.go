@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/profiles"
 	"github.com/kiln-fhir/kiln/profiles/validate"
@@ -67,7 +69,7 @@ func BenchmarkTransaction100(b *testing.B) {
 			b.Fatal(err)
 		}
 		h := newHarness(b, func(c *fhirserver.Config) {
-			c.Validation = fhirserver.Validation{Mode: fhirserver.ValidateBase, Validator: validate.New(set, validate.Options{})}
+			c.Validation = validation.Config{Mode: validation.Base, Validator: validate.New(set, validate.Options{})}
 		})
 		benchTransaction100(b, h)
 	})

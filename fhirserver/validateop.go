@@ -1,15 +1,17 @@
 package fhirserver
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 
-	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
-	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/parameters"
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
-// validateOp is $validate: POST [base]/[type]/$validate and
+// Validate is $validate: POST [base]/[type]/$validate and
 // POST|GET [base]/[type]/[id]/$validate. The body is the resource, or a
 // Parameters resource with "resource", "mode" and "profile" (which may also
 // be query parameters). It always validates fully (structure, base
@@ -17,67 +19,66 @@ import (
 // profile), whatever the validation mode of writes, and answers 200 with
 // an OperationOutcome whether or not the resource is valid. Nothing is
 // stored.
-func (s *Server) validateOp(w http.ResponseWriter, r *http.Request, c *call) error {
-	ctx := r.Context()
-	if err := s.authorize(ctx, Access{Interaction: Operation, Operation: "$validate", Type: c.typ, ID: c.id}); err != nil {
-		return err
+func (c *Call) Validate(in OperationIn) (Response, error) {
+	s, ctx := c.s, c.ctx
+	if err := c.Authorize(Access{Interaction: Operation, Operation: "$validate", Type: c.typ, ID: c.id}); err != nil {
+		return Response{}, err
 	}
 	if s.cfg.Validation.Validator == nil {
-		return outcome.New(http.StatusNotImplemented, "not-supported", "this server validates structure only: no profile validator is configured")
+		return Response{}, outcome.New(http.StatusNotImplemented, "not-supported", "this server validates structure only: no profile validator is configured")
 	}
-	q := r.URL.Query()
+	q := in.Params
 	mode, profile := q.Get("mode"), q.Get("profile")
 	var body []byte
-	if r.Method == http.MethodPost {
-		raw, err := s.readRaw(r)
+	if in.Body != nil {
+		raw, err := in.Body()
 		if err != nil {
-			return err
+			return Response{}, err
 		}
-		p, err := validateParams(raw, c.typ)
+		p, err := parameters.OfValidate(raw, c.typ)
 		if err != nil {
-			return err
+			return Response{}, err
 		}
-		body = p.resource
-		mode, profile = first(p.mode, mode), first(p.profile, profile)
+		body = p.Resource
+		mode, profile = cmp.Or(p.Mode, mode), cmp.Or(p.Profile, profile)
 	}
 	switch mode {
 	case "", "create", "update", "profile":
 	case "delete":
 		if c.id == "" {
-			return outcome.New(http.StatusBadRequest, "invalid", "mode=delete needs a resource id: POST [type]/[id]/$validate")
+			return Response{}, outcome.New(http.StatusBadRequest, "invalid", "mode=delete needs a resource id: POST [type]/[id]/$validate")
 		}
-		negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information("no rule of this server prevents deleting "+c.typ+"/"+c.id)))
-		return nil
+		return Response{Status: http.StatusOK, Body: outcome.Render(outcome.Information("no rule of this server prevents deleting " + c.typ + "/" + c.id))}, nil
 	default:
-		return outcome.New(http.StatusBadRequest, "invalid", "unknown $validate mode "+quote(mode)+"; want create, update, delete or profile")
+		return Response{}, outcome.New(http.StatusBadRequest, "invalid", "unknown $validate mode "+quote(mode)+"; want create, update, delete or profile")
 	}
 	if body == nil {
 		if c.id == "" {
-			return outcome.New(http.StatusBadRequest, "required", "$validate needs a resource: POST it, or name a stored one with [type]/[id]/$validate")
+			return Response{}, outcome.New(http.StatusBadRequest, "required", "$validate needs a resource: POST it, or name a stored one with [type]/[id]/$validate")
 		}
 		v, err := s.db(ctx).Read(ctx, c.typ, c.id)
 		if err != nil {
-			return s.notFound(err, c)
+			return Response{}, s.notFound(err, c.typ, c.id)
 		}
 		if v.Deleted {
-			return gone(c, v)
+			return Response{}, gone(v)
 		}
 		body = v.Body
 	}
-	issues, err := s.validateAll(r, c, body, profile)
+	issues, err := c.validateAll(body, profile)
 	if err != nil {
-		return err
+		return Response{}, err
 	}
 	if len(issues) == 0 {
 		issues = outcome.Information("the resource is valid")
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(issues))
-	return nil
+	return Response{Status: http.StatusOK, Body: outcome.Render(issues)}, nil
 }
 
 // validateAll runs both layers on body, with the nominated profile (which
 // must be known) on top, and returns their issues.
-func (s *Server) validateAll(r *http.Request, c *call, body []byte, profile string) ([]outcome.Issue, error) {
+func (c *Call) validateAll(body []byte, profile string) ([]outcome.Issue, error) {
+	s := c.s
 	var extra []string
 	if profile != "" {
 		if k := s.cfg.Validation.Known; k == nil || !k(profile) {
@@ -86,7 +87,7 @@ func (s *Server) validateAll(r *http.Request, c *call, body []byte, profile stri
 		}
 		extra = append(extra, profile)
 	}
-	issues, err := Checker{Structural: s.validator, Validation: s.cfg.Validation}.Check(r.Context(), c.typ, body, extra...)
+	issues, err := validation.Checker{Structural: s.validator, Validation: s.cfg.Validation}.Check(c.ctx, c.typ, body, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -105,67 +106,4 @@ func idOf(body []byte) (string, error) {
 	}
 	err := json.Unmarshal(body, &x)
 	return x.ID, err
-}
-
-// readRaw reads a request body within the resource size limit, without
-// structural checks (they are part of what $validate reports).
-func (s *Server) readRaw(r *http.Request) ([]byte, error) {
-	if err := negotiate.CheckContentType(r); err != nil {
-		return nil, err
-	}
-	src, release, err := s.budget.body(r, s.cfg.Limits.MaxResourceBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	return fhirjson.ReadBody(src, s.cfg.Limits.MaxResourceBytes, r.ContentLength)
-}
-
-// validateRequest is what a $validate body asks.
-type validateRequest struct {
-	resource      []byte
-	mode, profile string
-}
-
-// validateParams reads a $validate body: a Parameters resource (unless
-// the type validated is Parameters itself) or the resource.
-func validateParams(raw []byte, typ string) (validateRequest, error) {
-	var head struct {
-		ResourceType string `json:"resourceType"`
-		Parameter    []struct {
-			Name           string          `json:"name"`
-			Resource       json.RawMessage `json:"resource"`
-			ValueCode      string          `json:"valueCode"`
-			ValueURI       string          `json:"valueUri"`
-			ValueCanonical string          `json:"valueCanonical"`
-		} `json:"parameter"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return validateRequest{}, outcome.New(http.StatusBadRequest, "structure", "the body is not a FHIR JSON resource: "+err.Error())
-	}
-	if head.ResourceType != "Parameters" || typ == "Parameters" {
-		return validateRequest{resource: raw}, nil
-	}
-	var p validateRequest
-	for _, x := range head.Parameter {
-		switch x.Name {
-		case "resource":
-			p.resource = x.Resource
-		case "mode":
-			p.mode = x.ValueCode
-		case "profile":
-			p.profile = first(x.ValueCanonical, x.ValueURI)
-		}
-	}
-	if p.resource == nil && p.mode != "delete" {
-		return p, outcome.New(http.StatusBadRequest, "required", "the Parameters body has no \"resource\" parameter")
-	}
-	return p, nil
-}
-
-func first(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/profiles/validate"
 )
@@ -32,9 +34,9 @@ func (fakeProfiles) Validate(_ context.Context, res map[string]any, urls ...stri
 	return r, nil
 }
 
-func withValidation(mode fhirserver.ValidationMode, unknown string, bound bool) func(*fhirserver.Config) {
+func withValidation(mode validation.Mode, unknown string, bound bool) func(*fhirserver.Config) {
 	return func(c *fhirserver.Config) {
-		c.Validation = fhirserver.Validation{
+		c.Validation = validation.Config{
 			Mode: mode, Validator: fakeProfiles{}, UnknownProfile: unknown,
 			Known: func(url string) bool { return url == testPatient },
 		}
@@ -55,22 +57,22 @@ func TestWritesAreValidatedPerMode(t *testing.T) {
 	knownProfile := `{"resourceType":"Patient","meta":{"profile":["` + testPatient + `"]}}`
 	tests := []struct {
 		name    string
-		mode    fhirserver.ValidationMode
+		mode    validation.Mode
 		unknown string
 		bound   bool
 		body    string
 		status  int
 		mention string
 	}{
-		{"profiles: the type's bound profile applies", fhirserver.ValidateProfiles, "warn", true, patientNoBirthDate, 422, "Patient.birthDate"},
-		{"profiles: a valid resource passes", fhirserver.ValidateProfiles, "warn", true, patientValid, 201, ""},
-		{"profiles: base errors refuse the write", fhirserver.ValidateProfiles, "warn", false, patientBogus, 422, "test-1"},
-		{"profiles: a known meta.profile applies", fhirserver.ValidateProfiles, "warn", false, knownProfile, 422, "cardinality (" + testPatient + ")"},
-		{"profiles: an unknown meta.profile warns only", fhirserver.ValidateProfiles, "warn", false, unknownProfile, 201, ""},
-		{"profiles: an unknown meta.profile can be refused", fhirserver.ValidateProfiles, "error", false, unknownProfile, 422, "https://elsewhere.test/Unknown"},
-		{"base: bound profiles do not apply", fhirserver.ValidateBase, "warn", true, patientNoBirthDate, 201, ""},
-		{"base: base errors refuse the write", fhirserver.ValidateBase, "warn", true, patientBogus, 422, "Patient.active"},
-		{"off: structure only", fhirserver.ValidateOff, "warn", true, patientBogus, 201, ""},
+		{"profiles: the type's bound profile applies", validation.Profiles, "warn", true, patientNoBirthDate, 422, "Patient.birthDate"},
+		{"profiles: a valid resource passes", validation.Profiles, "warn", true, patientValid, 201, ""},
+		{"profiles: base errors refuse the write", validation.Profiles, "warn", false, patientBogus, 422, "test-1"},
+		{"profiles: a known meta.profile applies", validation.Profiles, "warn", false, knownProfile, 422, "cardinality (" + testPatient + ")"},
+		{"profiles: an unknown meta.profile warns only", validation.Profiles, "warn", false, unknownProfile, 201, ""},
+		{"profiles: an unknown meta.profile can be refused", validation.Profiles, "error", false, unknownProfile, 422, "https://elsewhere.test/Unknown"},
+		{"base: bound profiles do not apply", validation.Base, "warn", true, patientNoBirthDate, 201, ""},
+		{"base: base errors refuse the write", validation.Base, "warn", true, patientBogus, 422, "Patient.active"},
+		{"off: structure only", validation.Off, "warn", true, patientBogus, 201, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +88,7 @@ func TestWritesAreValidatedPerMode(t *testing.T) {
 			// Updates and patches pass the same check.
 			loc := r.header.Get("Location")
 			id := strings.Split(strings.TrimPrefix(loc, h.base+"/Patient/"), "/")[0]
-			if tt.mode == fhirserver.ValidateProfiles && tt.bound {
+			if tt.mode == validation.Profiles && tt.bound {
 				up := h.do("PUT", "/Patient/"+id, []byte(`{"resourceType":"Patient","id":"`+id+`"}`))
 				expectOutcome(t, up, 422, "Patient.birthDate")
 				p := h.do("PATCH", "/Patient/"+id, []byte(`[{"op":"remove","path":"/birthDate"}]`), "Content-Type", "application/json-patch+json")
@@ -98,7 +100,7 @@ func TestWritesAreValidatedPerMode(t *testing.T) {
 
 // One invalid entry refuses a whole transaction with the entry's outcome.
 func TestTransactionEntriesAreValidated(t *testing.T) {
-	h := newHarness(t, withValidation(fhirserver.ValidateProfiles, "warn", true))
+	h := newHarness(t, withValidation(validation.Profiles, "warn", true))
 	needsTransactions(t, h)
 	bundle := `{"resourceType":"Bundle","type":"transaction","entry":[
 	 {"fullUrl":"urn:uuid:9d1a4a52-0000-4000-8000-000000000001","resource":` + patientValid + `,"request":{"method":"POST","url":"Patient"}},
@@ -111,7 +113,7 @@ func TestTransactionEntriesAreValidated(t *testing.T) {
 }
 
 func TestValidateOperation(t *testing.T) {
-	h := newHarness(t, withValidation(fhirserver.ValidateOff, "warn", true))
+	h := newHarness(t, withValidation(validation.Off, "warn", true))
 	stored := h.do("PUT", "/Patient/p1", []byte(`{"resourceType":"Patient","id":"p1"}`)) // accepted: writes are not validated
 	if stored.status != 201 {
 		t.Fatalf("seed: %d %s", stored.status, stored.body)
@@ -162,7 +164,7 @@ func TestValidateWithoutValidatorIs501(t *testing.T) {
 }
 
 func TestCapabilityListsValidateAndProfiles(t *testing.T) {
-	h := newHarness(t, withValidation(fhirserver.ValidateProfiles, "warn", true))
+	h := newHarness(t, withValidation(validation.Profiles, "warn", true))
 	body := string(h.do("GET", "/metadata", nil).body)
 	for _, want := range []string{`"name":"validate"`, `"supportedProfile":["` + testPatient + `"]`} {
 		if !strings.Contains(body, want) {

@@ -7,33 +7,41 @@ import (
 	"strconv"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ids"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// The write interactions (create, update, delete, and their conditional
-// forms) take a writeIn and return a written: neither knows HTTP. The REST
-// handlers read a request into a writeIn and answer the written; a Bundle
-// entry is read into the same writeIn and its written becomes the entry's
-// response (bundle.go), without going through the router again.
+// The write interactions (create, update, delete, patch and their
+// conditional forms) take a WriteIn and return a Response: the REST layer
+// reads a request into a WriteIn and sends the Response; a Bundle entry is
+// read into the same WriteIn and its Response becomes the entry's.
 
-// writeIn is what a write interaction takes from its request.
-type writeIn struct {
-	typ, id string
-	// criteria is a conditional update's or delete's query string.
-	criteria string
-	body     []byte
-	info     fhirjson.Info // what structural validation read of body
-	pre      preconditions // If-Match, If-None-Match
-	// ifNoneExist is a create's If-None-Exist criteria.
-	ifNoneExist string
-	// assignedID is the id a transaction Bundle chose for the entry's
-	// create, so that references to its fullUrl could be rewritten to it.
-	assignedID string
+// WriteIn is what a write interaction takes from its request, besides the
+// path and the query string (a conditional write's criteria).
+type WriteIn struct {
+	// Body is the resource written, which passed CheckResource for the
+	// path's type, and Info what that check read of it. A patch's Body
+	// is the patch: a FHIRPath Patch (a Parameters resource that passed
+	// CheckResource), or a JSON Patch (JSONPatch).
+	Body      []byte
+	Info      fhirjson.Info
+	JSONPatch bool
+	// IfMatch and IfNoneMatch are the lines of those headers; IfNoneExist
+	// a create's criteria.
+	IfMatch, IfNoneMatch []string
+	IfNoneExist          string
+	// AssignedID is the id a transaction Bundle chose for the entry's
+	// create (or conditional update that creates), so that references to
+	// its fullUrl could be rewritten to it.
+	AssignedID string
+	// Return is what the client prefers the answer to hold
+	// (Prefer: return=…).
+	Return negotiate.Return
 }
 
-// written is a write's answer, before it is sent anywhere.
+// written is a write's outcome, before it is answered.
 type written struct {
 	status int
 	// v is the version the answer is about (ETag, Last-Modified, the
@@ -52,63 +60,108 @@ type written struct {
 	etagWithOutcome bool
 }
 
-// createIn reads a create's request; body passed structural validation.
-func createIn(r *http.Request, typ string, body []byte, assignedID string) *writeIn {
-	return &writeIn{typ: typ, body: body, ifNoneExist: r.Header.Get("If-None-Exist"), assignedID: assignedID}
+// Create is the create interaction: a new id (or the one a transaction
+// Bundle assigned), or with If-None-Exist the match's answer.
+func (c *Call) Create(in WriteIn) (Response, error) {
+	w, err := c.s.createResource(c.ctx, c.typ, &in)
+	return c.answer(in.Return, w, err)
 }
 
-// updateIn reads an update's request: the body's id must be the URL's.
-func updateIn(r *http.Request, typ, id string, body []byte, info fhirjson.Info) (*writeIn, error) {
-	switch info.ID {
+// Update is the update interaction of the path's resource (created when
+// it never existed or is deleted): the body's id must be the path's.
+func (c *Call) Update(in WriteIn) (Response, error) {
+	switch in.Info.ID {
 	case "":
-		return nil, outcome.New(http.StatusBadRequest, "required", "an update must carry the resource id in the body", typ+".id")
-	case id:
+		return Response{}, outcome.New(http.StatusBadRequest, "required", "an update must carry the resource id in the body", c.typ+".id")
+	case c.id:
 	default:
-		return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(info.ID)+" differs from the URL's id "+quote(id), typ+".id")
+		return Response{}, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(in.Info.ID)+" differs from the URL's id "+quote(c.id), c.typ+".id")
 	}
-	pre, err := writePreconditions(r)
+	pre, err := parsePreconditions(in.IfMatch, in.IfNoneMatch)
 	if err != nil {
-		return nil, err
+		return Response{}, err
 	}
-	return &writeIn{typ: typ, id: id, body: body, info: info, pre: pre}, nil
+	w, err := c.s.updateResource(c.ctx, c.typ, c.id, &in, pre)
+	return c.answer(in.Return, w, err)
 }
 
-// conditionalUpdateIn reads a conditional update's request.
-func conditionalUpdateIn(r *http.Request, typ string, body []byte, info fhirjson.Info, assignedID string) (*writeIn, error) {
-	pre, err := writePreconditions(r)
+// ConditionalUpdate is PUT [type]?criteria: no match → create (with the
+// body's id if it has one); one match → update it; more → 412.
+func (c *Call) ConditionalUpdate(in WriteIn) (Response, error) {
+	pre, err := parsePreconditions(in.IfMatch, in.IfNoneMatch)
 	if err != nil {
-		return nil, err
+		return Response{}, err
 	}
-	return &writeIn{typ: typ, criteria: r.URL.RawQuery, body: body, info: info, pre: pre, assignedID: assignedID}, nil
+	w, err := c.s.conditionalUpdateResource(c.ctx, c.typ, c.query, &in, pre)
+	return c.answer(in.Return, w, err)
 }
 
-// deleteIn reads a delete's request.
-func deleteIn(r *http.Request, typ, id string) (*writeIn, error) {
-	pre, err := writePreconditions(r)
+// Delete is the delete interaction of the path's resource; deleting what
+// is not there is no error.
+func (c *Call) Delete(in WriteIn) (Response, error) {
+	pre, err := parsePreconditions(in.IfMatch, in.IfNoneMatch)
 	if err != nil {
-		return nil, err
+		return Response{}, err
 	}
-	return &writeIn{typ: typ, id: id, pre: pre}, nil
+	w, err := c.s.deleteResource(c.ctx, c.typ, c.id, pre)
+	return c.answer(in.Return, w, err)
+}
+
+// ConditionalDelete is DELETE [type]?criteria (Config.MaxConditionalDeletes).
+func (c *Call) ConditionalDelete(in WriteIn) (Response, error) {
+	w, err := c.s.conditionalDeleteResource(c.ctx, c.typ, c.query)
+	return c.answer(in.Return, w, err)
+}
+
+// answer turns a write's outcome into its Response, as the client's
+// Prefer asks: the resource, nothing, or an OperationOutcome.
+func (c *Call) answer(ret negotiate.Return, w written, err error) (Response, error) {
+	if err != nil {
+		return Response{}, err
+	}
+	if w.deleted {
+		res := Response{Status: http.StatusNoContent}
+		if w.tomb != nil && (w.etagWithOutcome || ret != negotiate.ReturnOutcome) {
+			res.Version = w.tomb
+		}
+		if ret == negotiate.ReturnOutcome {
+			res.Status, res.Body = http.StatusOK, outcome.Render(outcome.Information(w.msg))
+		}
+		return res, nil
+	}
+	c.named(w.v)
+	res := Response{Status: w.status, Version: w.v, Location: w.location}
+	if w.status == http.StatusCreated {
+		res.Location = c.s.versionURL(w.v)
+	}
+	switch ret {
+	case negotiate.ReturnMinimal:
+	case negotiate.ReturnOutcome:
+		res.Body = outcome.Render(outcome.Information(w.msg))
+	default:
+		res.Body = w.v.Body
+	}
+	return res, nil
 }
 
 // createResource is create: a new id (or the one a transaction Bundle
 // assigned), or with If-None-Exist the match's answer.
-func (s *Server) createResource(ctx context.Context, in *writeIn) (written, error) {
+func (s *Server) createResource(ctx context.Context, typ string, in *WriteIn) (written, error) {
 	// The spec says a server ignores any id in a create body; the new id is
 	// ours (or the one a transaction Bundle assigned to this entry).
-	id := in.assignedID
+	id := in.AssignedID
 	if id == "" {
-		id = newID(s.cfg.Now())
+		id = ids.New(s.cfg.Now())
 	}
-	if in.ifNoneExist != "" {
-		return s.conditionalCreate(ctx, in, id)
+	if in.IfNoneExist != "" {
+		return s.conditionalCreate(ctx, typ, in, id)
 	}
-	body, err := s.resolveReferences(ctx, in.body, nil)
+	body, err := s.resolveReferences(ctx, in.Body, nil)
 	if err != nil {
 		return written{}, err
 	}
 	gen := s.registry.Generation()
-	wr, err := s.nextWrite(ctx, in.typ, id, nil, body, store.MethodCreate)
+	wr, err := s.nextWrite(ctx, typ, id, nil, body, store.MethodCreate)
 	if err != nil {
 		return written{}, err
 	}
@@ -123,19 +176,19 @@ func (s *Server) createResource(ctx context.Context, in *writeIn) (written, erro
 	if err != nil {
 		return written{}, err
 	}
-	return written{status: http.StatusCreated, v: stored(wr), msg: "created " + in.typ + "/" + wr.ID}, nil
+	return written{status: http.StatusCreated, v: stored(wr), msg: "created " + typ + "/" + wr.ID}, nil
 }
 
 // conditionalCreate is create with If-None-Exist: nothing matches → create;
 // one match → 200 with the existing resource; more → 412.
-func (s *Server) conditionalCreate(ctx context.Context, in *writeIn, id string) (written, error) {
-	crit, err := s.criteria(ctx, in.typ, in.ifNoneExist, 2)
+func (s *Server) conditionalCreate(ctx context.Context, typ string, in *WriteIn, id string) (written, error) {
+	crit, err := s.Criteria(ctx, typ, in.IfNoneExist, 2)
 	if err != nil {
 		return written{}, err
 	}
 	var existing, created *store.Version
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.q)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}
@@ -145,15 +198,15 @@ func (s *Server) conditionalCreate(ctx context.Context, in *writeIn, id string) 
 			existing = found[0]
 			return nil
 		default:
-			return notSelective(in.typ, len(found))
+			return crit.NotSelective(len(found))
 		}
 		// Only a resource that will be created has its conditional
 		// references resolved: a match answers with what exists.
-		body, err := s.resolveReferences(ctx, in.body, nil)
+		body, err := s.resolveReferences(ctx, in.Body, nil)
 		if err != nil {
 			return err
 		}
-		wr, err := s.nextWrite(ctx, in.typ, id, nil, body, store.MethodCreate)
+		wr, err := s.nextWrite(ctx, typ, id, nil, body, store.MethodCreate)
 		if err != nil {
 			return err
 		}
@@ -168,81 +221,79 @@ func (s *Server) conditionalCreate(ctx context.Context, in *writeIn, id string) 
 	}
 	if existing != nil {
 		return written{status: http.StatusOK, v: existing, location: s.versionURL(existing),
-			msg: "a matching " + in.typ + " exists: " + existing.Type + "/" + existing.ID + "; nothing was created"}, nil
+			msg: "a matching " + typ + " exists: " + existing.Type + "/" + existing.ID + "; nothing was created"}, nil
 	}
-	return written{status: http.StatusCreated, v: created, msg: "created " + in.typ + "/" + created.ID}, nil
+	return written{status: http.StatusCreated, v: created, msg: "created " + typ + "/" + created.ID}, nil
 }
 
-// updateResource is update of in.typ/in.id (created when it never
+// updateResource is update of typ/in.id (created when it never
 // existed or is deleted).
-func (s *Server) updateResource(ctx context.Context, in *writeIn) (written, error) {
-	c := &call{typ: in.typ, id: in.id}
+func (s *Server) updateResource(ctx context.Context, typ, id string, in *WriteIn, pre preconditions) (written, error) {
 	var created bool
-	v, err := s.mutate(ctx, c, in.pre, func(prev *store.Version) (*store.Write, error) {
+	v, err := s.mutate(ctx, typ, id, pre, func(prev *store.Version) (*store.Write, error) {
 		created = prev == nil || prev.Deleted
-		body, err := s.resolveReferences(ctx, in.body, prev)
+		body, err := s.resolveReferences(ctx, in.Body, prev)
 		if err != nil {
 			return nil, err
 		}
-		wr, err := s.nextWrite(ctx, in.typ, in.id, prev, body, store.MethodUpdate)
+		wr, err := s.nextWrite(ctx, typ, id, prev, body, store.MethodUpdate)
 		return &wr, err
 	})
 	if err != nil {
 		return written{}, err
 	}
-	return updated(c, v, created), nil
+	return updated(typ, id, v, created), nil
 }
 
 // updated answers an update: 200, or 201 when it created the resource
 // (no version before it, or a deleted one).
-func updated(c *call, v *store.Version, created bool) written {
+func updated(typ, id string, v *store.Version, created bool) written {
 	if created {
-		return written{status: http.StatusCreated, v: v, msg: "created " + c.typ + "/" + c.id}
+		return written{status: http.StatusCreated, v: v, msg: "created " + typ + "/" + id}
 	}
-	return written{status: http.StatusOK, v: v, msg: "updated " + c.typ + "/" + c.id}
+	return written{status: http.StatusOK, v: v, msg: "updated " + typ + "/" + id}
 }
 
 // conditionalUpdateResource is PUT [type]?criteria: no match → create
 // (with the body's id if it has one); one match → update it; more → 412.
-func (s *Server) conditionalUpdateResource(ctx context.Context, in *writeIn) (written, error) {
+func (s *Server) conditionalUpdateResource(ctx context.Context, typ, criteria string, in *WriteIn, pre preconditions) (written, error) {
 	var created bool
-	target, v, err := s.applyToMatch(ctx, in.typ, in.criteria, in.pre, func() (string, error) {
+	id, v, err := s.applyToMatch(ctx, typ, criteria, pre, func() (string, error) {
 		// A transaction Bundle decided the id already, so that references
 		// to the entry could be rewritten to it.
-		return cmp.Or(in.assignedID, in.info.ID, newID(s.cfg.Now())), nil
-	}, func(target *call, prev *store.Version) (*store.Write, error) {
-		if in.info.ID != "" && in.info.ID != target.id {
-			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(in.info.ID)+" differs from the matching resource "+in.typ+"/"+target.id, in.typ+".id")
+		return cmp.Or(in.AssignedID, in.Info.ID, ids.New(s.cfg.Now())), nil
+	}, func(id string, prev *store.Version) (*store.Write, error) {
+		if in.Info.ID != "" && in.Info.ID != id {
+			return nil, outcome.New(http.StatusBadRequest, "invalid", "the body's id "+quote(in.Info.ID)+" differs from the matching resource "+typ+"/"+id, typ+".id")
 		}
 		created = prev == nil || prev.Deleted
-		body, err := s.resolveReferences(ctx, in.body, prev)
+		body, err := s.resolveReferences(ctx, in.Body, prev)
 		if err != nil {
 			return nil, err
 		}
-		wr, err := s.nextWrite(ctx, in.typ, target.id, prev, body, store.MethodUpdate)
+		wr, err := s.nextWrite(ctx, typ, id, prev, body, store.MethodUpdate)
 		return &wr, err
 	})
 	if err != nil {
 		return written{}, err
 	}
-	return updated(target, v, created), nil
+	return updated(typ, id, v, created), nil
 }
 
-// deleteResource is delete of in.typ/in.id; deleting what is not there
+// deleteResource is delete of typ/in.id; deleting what is not there
 // is no error.
-func (s *Server) deleteResource(ctx context.Context, in *writeIn) (written, error) {
-	c := &call{typ: in.typ, id: in.id}
-	v, err := s.mutate(ctx, c, in.pre, func(prev *store.Version) (*store.Write, error) {
+func (s *Server) deleteResource(ctx context.Context, typ, id string, pre preconditions) (written, error) {
+	v, err := s.mutate(ctx, typ, id, pre, func(prev *store.Version) (*store.Write, error) {
 		if prev == nil || prev.Deleted {
 			return nil, nil // deleting what is not there is idempotent
 		}
-		wr, err := s.nextWrite(ctx, in.typ, in.id, prev, nil, store.MethodDelete)
+		wr, err := s.nextWrite(ctx, typ, id, prev, nil, store.MethodDelete)
 		return &wr, err
 	})
 	if err != nil {
 		return written{}, err
 	}
-	return written{deleted: true, tomb: v, etagWithOutcome: true, msg: "deleted " + in.typ + "/" + in.id}, nil
+	return written{deleted: true, tomb: v, etagWithOutcome: true, msg: "deleted " + typ + "/" + id}, nil
 }
 
 // conditionalDeleteResource is DELETE [type]?criteria: every match is
@@ -250,21 +301,21 @@ func (s *Server) deleteResource(ctx context.Context, in *writeIn) (written, erro
 // unless multiple deletes are enabled); more → 412. No match is not an
 // error: the criteria's resources are gone either way, as with a plain
 // delete.
-func (s *Server) conditionalDeleteResource(ctx context.Context, in *writeIn) (written, error) {
+func (s *Server) conditionalDeleteResource(ctx context.Context, typ, criteria string) (written, error) {
 	limit := max(s.cfg.MaxConditionalDeletes, 1)
-	crit, err := s.criteria(ctx, in.typ, in.criteria, limit+1)
+	crit, err := s.Criteria(ctx, typ, criteria, limit+1)
 	if err != nil {
 		return written{}, err
 	}
 	var last *store.Version
 	n := 0
 	err = s.guarded(ctx, crit, func(tx store.Tx) error {
-		found, err := matchIn(ctx, tx, crit.q)
+		found, err := crit.Match(ctx, tx, 0)
 		if err != nil {
 			return err
 		}
 		if len(found) > limit {
-			return notSelective(in.typ, len(found))
+			return crit.NotSelective(len(found))
 		}
 		if len(found) > 1 && tx == store.Tx(s.store) {
 			// Without a transaction a failure midway would leave some
@@ -291,77 +342,5 @@ func (s *Server) conditionalDeleteResource(ctx context.Context, in *writeIn) (wr
 	if n != 1 {
 		last = nil // no single ETag to report
 	}
-	return written{deleted: true, tomb: last, msg: "deleted " + strconv.Itoa(n) + " " + in.typ + " resource(s)"}, nil
-}
-
-// The REST handlers of the writes: read the request, write, answer.
-
-func (s *Server) create(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, _, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	return s.answer(w, r, c)(s.createResource(r.Context(), createIn(r, c.typ, body, "")))
-}
-
-func (s *Server) update(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, info, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	in, err := updateIn(r, c.typ, c.id, body, info)
-	if err != nil {
-		return err
-	}
-	return s.answer(w, r, c)(s.updateResource(r.Context(), in))
-}
-
-func (s *Server) conditionalUpdate(w http.ResponseWriter, r *http.Request, c *call) error {
-	body, info, err := s.readBody(r, c.typ)
-	if err != nil {
-		return err
-	}
-	in, err := conditionalUpdateIn(r, c.typ, body, info, "")
-	if err != nil {
-		return err
-	}
-	return s.answer(w, r, c)(s.conditionalUpdateResource(r.Context(), in))
-}
-
-func (s *Server) delete(w http.ResponseWriter, r *http.Request, c *call) error {
-	in, err := deleteIn(r, c.typ, c.id)
-	if err != nil {
-		return err
-	}
-	return s.answer(w, r, c)(s.deleteResource(r.Context(), in))
-}
-
-func (s *Server) conditionalDelete(w http.ResponseWriter, r *http.Request, c *call) error {
-	return s.answer(w, r, c)(s.conditionalDeleteResource(r.Context(), &writeIn{typ: c.typ, criteria: r.URL.RawQuery}))
-}
-
-// answer returns what writes a write's outcome as the REST answer to r.
-func (s *Server) answer(w http.ResponseWriter, r *http.Request, c *call) func(written, error) error {
-	return func(res written, err error) error {
-		if err != nil {
-			return err
-		}
-		if res.deleted {
-			outcomePreferred := negotiate.PreferReturn(r) == negotiate.ReturnOutcome
-			if res.tomb != nil && (res.etagWithOutcome || !outcomePreferred) {
-				w.Header().Set("ETag", negotiate.ETag(res.tomb.Version))
-			}
-			if outcomePreferred {
-				negotiate.WriteBody(w, c.format, http.StatusOK, outcome.Render(outcome.Information(res.msg)))
-				return nil
-			}
-			w.WriteHeader(http.StatusNoContent)
-			return nil
-		}
-		if res.location != "" {
-			w.Header().Set("Location", res.location)
-		}
-		s.writeResult(w, r, c, res.status, res.v, res.msg)
-		return nil
-	}
+	return written{deleted: true, tomb: last, msg: "deleted " + strconv.Itoa(n) + " " + typ + " resource(s)"}, nil
 }

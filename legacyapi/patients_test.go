@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/adapters"
@@ -36,14 +38,14 @@ const profileURL = "https://fhir.health.example/StructureDefinition"
 var testNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // The national profiles, loaded once for every test.
-var nationalValidation = sync.OnceValues(func() (fhirserver.Validation, error) {
+var nationalValidation = sync.OnceValues(func() (validation.Config, error) {
 	set, err := profiles.NewSet(profiles.SetOptions{ProfileURL: profileURL, National: national.Files})
 	if err != nil {
-		return fhirserver.Validation{}, err
+		return validation.Config{}, err
 	}
 	v := validate.New(set, validate.Options{})
-	return fhirserver.Validation{
-		Mode:      fhirserver.ValidateProfiles,
+	return validation.Config{
+		Mode:      validation.Profiles,
 		Validator: v,
 		Known:     func(u string) bool { _, ok := set.StructureDefinition(u); return ok },
 		TypeProfiles: map[string][]string{

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -64,7 +66,7 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	before, err := fhirserver.StoredIndexVersion(ctx, st)
+	before, err := indexversion.Stored(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -85,11 +87,11 @@ func runReindex(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	switch {
 	case len(types) == 0:
 		// Every current resource now has rows of this version.
-		if err := fhirserver.RecordIndexVersion(ctx, st, fhirserver.IndexVersion); err != nil {
+		if err := indexversion.Record(ctx, st, indexversion.Current); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "reindex: search index at version %d\n", fhirserver.IndexVersion)
-	case before != 0 && before != fhirserver.IndexVersion:
+		fmt.Fprintf(stdout, "reindex: search index at version %d\n", indexversion.Current)
+	case before != 0 && before != indexversion.Current:
 		fmt.Fprintf(stdout, "reindex: the search index stays at version %d until every type is reindexed (no --type)\n", before)
 	}
 	return nil

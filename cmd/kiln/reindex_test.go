@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -35,8 +36,8 @@ func TestIndexVersionMigration(t *testing.T) {
 	dir := t.TempDir()
 	ctx := auth.WithPrincipal(t.Context(), &auth.Principal{Grant: auth.Grant{Platform: auth.PatientsRead | auth.PatientsWrite}})
 	a, _ := openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(ctx, a.Store); err != nil || v != fhirserver.IndexVersion {
-		t.Fatalf("new store: index version %d, %v; want %d recorded", v, err, fhirserver.IndexVersion)
+	if v, err := indexversion.Stored(ctx, a.Store); err != nil || v != indexversion.Current {
+		t.Fatalf("new store: index version %d, %v; want %d recorded", v, err, indexversion.Current)
 	}
 	if _, err := a.FHIR.CreateWithID(ctx, "Patient", "p1", []byte(`{"resourceType":"Patient","name":[{"family":"Nguyễn","given":["Văn"]}]}`)); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestIndexVersionMigration(t *testing.T) {
 	defer cancel()
 	var out strings.Builder
 	err = run(sctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--log-level", "warn"}, nil, &out, &out)
-	var stale *fhirserver.StaleIndexError
+	var stale *indexversion.StaleError
 	if !errors.As(err, &stale) || stale.Stored != 1 || !strings.Contains(err.Error(), "kiln admin reindex") {
 		t.Fatalf("serve on a stale index: %v, want a StaleIndexError from version 1 naming kiln admin reindex", err)
 	}
@@ -84,10 +85,10 @@ func TestIndexVersionMigration(t *testing.T) {
 		}
 	}
 	a, _ = openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(ctx, a.Store); err != nil || v != fhirserver.IndexVersion {
+	if v, err := indexversion.Stored(ctx, a.Store); err != nil || v != indexversion.Current {
 		t.Errorf("after reindex: index version %d, %v", v, err)
 	}
-	if err := fhirserver.CheckIndexVersion(ctx, a.Store); err != nil {
+	if err := indexversion.Check(ctx, a.Store); err != nil {
 		t.Errorf("after reindex: %v", err)
 	}
 	for _, q := range []string{"nguyen", "Nguyễn", "NGUYEN", "Nguye\u0302\u0303n"} {
@@ -106,7 +107,7 @@ func TestReindexTypeKeepsVersion(t *testing.T) {
 		"Patient", "p1", []byte(`{"resourceType":"Patient","name":[{"family":"Trần"}]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := fhirserver.RecordIndexVersion(t.Context(), a.Store, 1); err != nil {
+	if err := indexversion.Record(t.Context(), a.Store, 1); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
@@ -118,7 +119,7 @@ func TestReindexTypeKeepsVersion(t *testing.T) {
 		t.Errorf("output %q does not say the version stays", out.String())
 	}
 	a, _ = openTestApp(t, "--data", dir, "--validation", "base")
-	if v, err := fhirserver.StoredIndexVersion(t.Context(), a.Store); err != nil || v != 1 {
+	if v, err := indexversion.Stored(t.Context(), a.Store); err != nil || v != 1 {
 		t.Errorf("index version %d, %v; want 1 still", v, err)
 	}
 }

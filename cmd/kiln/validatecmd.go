@@ -13,7 +13,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
@@ -80,8 +81,8 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	checker := fhirserver.Checker{Structural: structural, Validation: fhirserver.Validation{
-		Mode: fhirserver.ValidateProfiles, Validator: v, UnknownProfile: fhirserver.UnknownWarn,
+	checker := validation.Checker{Structural: structural, Validation: validation.Config{
+		Mode: validation.Profiles, Validator: v, UnknownProfile: validation.UnknownWarn,
 		Known: func(url string) bool { _, ok := set.StructureDefinition(url); return ok },
 	}}
 	check := func(body []byte) ([]outcome.Issue, error) {

@@ -8,7 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
 	"github.com/kiln-fhir/kiln/profiles"
 	"github.com/kiln-fhir/kiln/profiles/national"
 	"github.com/kiln-fhir/kiln/profiles/validate"
@@ -21,7 +22,7 @@ type validationConfig struct {
 	ProfileURL string
 	// Packages are extra FHIR packages (.tgz or folders) to load.
 	Packages []string
-	// Mode is off, base or profiles (see fhirserver.Validation).
+	// Mode is off, base or profiles (see validation.Config).
 	Mode string
 	// UnknownProfile is what a meta.profile the server does not know does
 	// to a write: ignore, warn or error.
@@ -111,29 +112,29 @@ func loadProfiles(vc validationConfig) (*profiles.Set, *validate.Validator, erro
 // serverValidation is the FHIR service's validation: the profiles bound
 // to types must be loaded, and are compiled now rather than on the first
 // write.
-func (vc validationConfig) serverValidation(set *profiles.Set, v *validate.Validator) (fhirserver.Validation, error) {
+func (vc validationConfig) serverValidation(set *profiles.Set, v *validate.Validator) (validation.Config, error) {
 	bound, err := vc.typeProfiles()
 	if err != nil {
-		return fhirserver.Validation{}, err
+		return validation.Config{}, err
 	}
 	var all []string
 	for typ, urls := range bound {
 		for _, u := range urls {
 			sd, ok := set.StructureDefinition(u)
 			if !ok {
-				return fhirserver.Validation{}, fmt.Errorf("--type-profiles: %s is bound to %s but is not loaded (check --profile-url and --package)", u, typ)
+				return validation.Config{}, fmt.Errorf("--type-profiles: %s is bound to %s but is not loaded (check --profile-url and --package)", u, typ)
 			}
 			if sd.Type != typ {
-				return fhirserver.Validation{}, fmt.Errorf("--type-profiles: %s profiles %s, not %s", u, sd.Type, typ)
+				return validation.Config{}, fmt.Errorf("--type-profiles: %s profiles %s, not %s", u, sd.Type, typ)
 			}
 			all = append(all, u)
 		}
 	}
 	if err := v.Prepare(all...); err != nil {
-		return fhirserver.Validation{}, err
+		return validation.Config{}, err
 	}
-	return fhirserver.Validation{
-		Mode:           fhirserver.ValidationMode(vc.Mode),
+	return validation.Config{
+		Mode:           validation.Mode(vc.Mode),
 		Validator:      v,
 		Known:          func(url string) bool { _, ok := set.StructureDefinition(url); return ok },
 		TypeProfiles:   bound,

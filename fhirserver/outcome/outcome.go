@@ -158,3 +158,12 @@ func mustJSON(v any) []byte {
 func Information(diagnostics string) []Issue {
 	return []Issue{{Severity: "information", Code: "informational", Diagnostics: diagnostics}}
 }
+
+// Quote is a client's value as a diagnostic quotes it: Go-quoted, cut at
+// 80 bytes, so that a huge value does not make a huge answer.
+func Quote(s string) string {
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return strconv.Quote(s)
+}

@@ -17,6 +17,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/validation"
+
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/adapters"
@@ -47,7 +51,7 @@ type Config struct {
 	MaxPageSize, MaxBundleEntries, MaxConditionalDeletes int
 	// Validation is the FHIR services' validation; Conformance the
 	// resources it loaded, installed in the first store (nil: none).
-	Validation  fhirserver.Validation
+	Validation  validation.Config
 	Conformance *profiles.Set
 	// ProfileURL is the canonical base of the national profiles.
 	ProfileURL string
@@ -337,10 +341,10 @@ func (a *App) workforceAPI() (*legacyapi.Workforce, error) {
 }
 
 // CheckIndexVersion refuses stores whose index rows were built by an
-// older string fold (fhirserver.CheckIndexVersion).
+// older string fold (indexversion.Check).
 func (a *App) CheckIndexVersion(ctx context.Context) error {
 	for _, s := range a.Services {
-		if err := fhirserver.CheckIndexVersion(ctx, s.Store); err != nil {
+		if err := indexversion.Check(ctx, s.Store); err != nil {
 			return err
 		}
 	}

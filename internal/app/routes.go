@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
+	"github.com/kiln-fhir/kiln/fhirserver/rest"
 	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
@@ -46,7 +47,7 @@ func (a *App) Routes() http.Handler {
 	}
 	a.Auth.Routes(func(method, path string, h http.Handler) { r.Handle(path, h).Methods(method) })
 	for _, s := range a.Services {
-		s.FHIR.Register(r, s.Base)
+		rest.Register(r, s.Base, s.FHIR)
 	}
 	opts := httpserver.Options{
 		Logger: a.logger, MaxBody: a.cfg.Limits.MaxBundleBytes + 1, CORSOrigins: a.cfg.CORSOrigins,

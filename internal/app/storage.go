@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/indexversion"
+
 	"github.com/kiln-fhir/kiln/fhirserver/audit"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -99,9 +100,9 @@ func openStore(ctx context.Context, s Storage, partition string) (Store, error) 
 }
 
 // markNewIndex marks a store with no resource yet as indexed by this
-// version's string fold (fhirserver.MarkNewIndex); it closes st on error.
+// version's string fold (indexversion.MarkNew); it closes st on error.
 func markNewIndex(ctx context.Context, st Store) (Store, error) {
-	if err := fhirserver.MarkNewIndex(ctx, st); err != nil {
+	if err := indexversion.MarkNew(ctx, st); err != nil {
 		st.Close()
 		return nil, err
 	}

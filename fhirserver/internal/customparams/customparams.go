@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -117,19 +116,10 @@ func (p *Params) urlTaken(ctx context.Context, db store.Searcher, url, id string
 	for _, v := range page.Matches {
 		if v.ID != id {
 			return outcome.New(http.StatusUnprocessableEntity, "duplicate",
-				"SearchParameter/"+v.ID+" is active with the url "+quoted(url)+"; retire it first, or give this one another url")
+				"SearchParameter/"+v.ID+" is active with the url "+outcome.Quote(url)+"; retire it first, or give this one another url")
 		}
 	}
 	return nil
-}
-
-// quoted is a client's value as the service quotes it in its messages:
-// Go-quoted, cut at 80 bytes.
-func quoted(s string) string {
-	if len(s) > 80 {
-		s = s[:80] + "…"
-	}
-	return strconv.Quote(s)
 }
 
 // Reload rebuilds the custom parameters from the SearchParameters stored

@@ -1,17 +1,26 @@
 // Package negotiate is the FHIR API's HTTP vocabulary: the response
-// format (Accept, _format, _pretty), the request body's media type, the
-// Prefer header and version ETags.
+// format (Accept, _format, _pretty), the request body's media type and
+// the reading of bodies that are not resources (a search form, an
+// operation's Parameters), the Prefer header, version ETags and the size
+// of an error's answer. The REST
+// layer reads requests with it, and a Bundle reads its entries (each a
+// request of its own) the same way.
 package negotiate
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/budget"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -27,6 +36,19 @@ const (
 type Format struct {
 	ContentType string // FHIRJSON or JSON
 	Pretty      bool
+}
+
+// Prepare checks what every request's URL must be and picks the response
+// format. url.Values drops a malformed pair silently: a search would then
+// run without the filter the client sent. Only an escape or a ';' can be
+// malformed.
+func Prepare(r *http.Request) (Format, error) {
+	if q := r.URL.RawQuery; strings.ContainsAny(q, "%;") {
+		if _, err := url.ParseQuery(q); err != nil {
+			return Format{}, outcome.New(http.StatusBadRequest, "invalid", "malformed query string: "+err.Error())
+		}
+	}
+	return Negotiate(r)
 }
 
 // Negotiate picks the response format. Only JSON is served: a client that
@@ -117,6 +139,80 @@ func CheckContentType(r *http.Request) error {
 		"request bodies must be application/fhir+json or application/json; got "+strconv.Quote(ct))
 }
 
+// PatchFormat reads the media type of a PATCH body: a JSON Patch
+// (jsonPatch), or a FHIRPath Patch, which is a Parameters resource.
+func PatchFormat(contentType string) (jsonPatch bool, err error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		mt = ""
+	}
+	switch mt {
+	case JSONPatch:
+		return true, nil
+	case FHIRJSON, JSON, "application/json+fhir":
+		return false, nil
+	}
+	return false, outcome.New(http.StatusUnsupportedMediaType, "not-supported",
+		"PATCH takes a JSON Patch ("+JSONPatch+") or a FHIRPath Patch Parameters resource ("+FHIRJSON+"); got "+outcome.Quote(contentType))
+}
+
+// ReadPatch reads a PATCH body of the media type contentType: a JSON Patch
+// from src, at most limit bytes (not sized by a declared length: nothing
+// is reserved from the budget for it, so memory follows the bytes that
+// arrive), or a FHIRPath Patch with parameters, which reads and checks it
+// as any resource body.
+func ReadPatch(contentType string, src io.Reader, limit int64, parameters func() ([]byte, error)) (body []byte, jsonPatch bool, err error) {
+	if jsonPatch, err = PatchFormat(contentType); err != nil {
+		return nil, false, err
+	}
+	if jsonPatch {
+		body, err = fhirjson.ReadBody(src, limit, -1)
+	} else {
+		body, err = parameters()
+	}
+	return body, jsonPatch, err
+}
+
+// SearchParams returns the parameters of a search: the query string, and
+// the form body of POST _search, within limit bytes.
+func SearchParams(r *http.Request, limit int64) (url.Values, error) {
+	if r.Method != http.MethodPost {
+		return r.URL.Query(), nil
+	}
+	switch ct := r.Header.Get("Content-Type"); {
+	case ct == "":
+		// The body of POST _search is a form, said or not; unsaid,
+		// ParseForm would drop its criteria and widen the search.
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	case !strings.HasPrefix(ct, "application/x-www-form-urlencoded"):
+		return nil, outcome.New(http.StatusUnsupportedMediaType, "not-supported", "POST _search takes an application/x-www-form-urlencoded body; got "+outcome.Quote(ct))
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, limit)
+	if err := r.ParseForm(); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			return nil, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+				"the search form is larger than "+strconv.FormatInt(mbe.Limit, 10)+" bytes")
+		}
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed search form: "+err.Error())
+	}
+	return r.Form, nil
+}
+
+// ReadRaw reads a request body of at most limit bytes, reserved from b
+// while it is read, without structural checks (an operation's body: what
+// $validate reports on).
+func ReadRaw(r *http.Request, b *budget.Budget, limit int64) ([]byte, error) {
+	if err := CheckContentType(r); err != nil {
+		return nil, err
+	}
+	src, release, err := b.Body(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return fhirjson.ReadBody(src, limit, r.ContentLength)
+}
+
 // Return is the client's Prefer: return=… choice.
 type Return int
 
@@ -182,9 +278,9 @@ type ETagSet struct {
 	Versions []int64
 }
 
-// ParseETagSet reads a header; ok=false when an entity tag is malformed.
-func ParseETagSet(h http.Header, name string) (ETagSet, bool) {
-	vals := h.Values(name)
+// ParseETagSet reads the lines of an If-Match or If-None-Match header;
+// ok=false when an entity tag is malformed.
+func ParseETagSet(vals []string) (ETagSet, bool) {
 	if len(vals) == 0 {
 		return ETagSet{}, true
 	}
@@ -229,6 +325,27 @@ func WriteBody(w http.ResponseWriter, f Format, status int, body []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
+
+// Failure is the answer to r when it failed with oe: its status, its
+// format (JSON when r's own is not acceptable) and its OperationOutcome.
+// An answer about a request is never larger than it (issue 22: 3.2 MB of
+// identifiers drew 48.7 MB of issues), with room for a few issues about a
+// small one.
+func Failure(r *http.Request, oe *outcome.Error) (int, Format, []byte) {
+	f, err := Negotiate(r)
+	if err != nil {
+		f = Format{ContentType: FHIRJSON}
+	}
+	limit := outcome.MaxBytes
+	if r.ContentLength > 0 {
+		limit = min(limit, max(int(r.ContentLength), minOutcomeBytes))
+	}
+	return oe.Status, f, oe.ResourceWithin(limit)
+}
+
+// minOutcomeBytes is what an OperationOutcome may list however small the
+// request was.
+const minOutcomeBytes = 4 << 10
 
 // Formatted is body as the client asked for it: indented for _pretty=true.
 func Formatted(f Format, body []byte) []byte {

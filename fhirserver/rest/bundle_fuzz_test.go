@@ -1,4 +1,4 @@
-package fhirserver
+package rest
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite"
 )
 
@@ -28,12 +29,12 @@ func FuzzBundle(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { st.Close() })
-	s, err := New(Config{BaseURL: "https://fuzz.example/fhir", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
+	s, err := fhirserver.New(fhirserver.Config{BaseURL: "https://fuzz.example/fhir", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, st)
 	if err != nil {
 		f.Fatal(err)
 	}
 	r := mux.NewRouter().SkipClean(true)
-	s.Register(r, "/fhir")
+	Register(r, "/fhir", s)
 	f.Fuzz(func(t *testing.T, bundle, query string) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/fhir", bytes.NewReader([]byte(bundle)))

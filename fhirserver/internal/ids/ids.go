@@ -1,4 +1,5 @@
-package fhirserver
+// Package ids makes the ids the server assigns to new resources.
+package ids
 
 import (
 	"crypto/rand"
@@ -7,11 +8,11 @@ import (
 	"time"
 )
 
-// newID returns a server-assigned resource id: a UUID in the version 7 layout
+// New returns a server-assigned resource id: a UUID in the version 7 layout
 // (48-bit millisecond time, then random bits). Ids that grow with time keep
 // B-tree inserts local in every backend, and 74 random bits make collisions
 // practically impossible.
-func newID(now time.Time) string {
+func New(now time.Time) string {
 	var u [16]byte
 	if _, err := rand.Read(u[6:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms

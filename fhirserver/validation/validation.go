@@ -1,4 +1,8 @@
-package fhirserver
+// Package validation is the second layer of validation, against
+// StructureDefinitions: what writes are checked against (Config, applied
+// by the FHIR service), and the full check of $validate and kiln validate
+// (Checker). The first layer, structural R4, is fhirjson's.
+package validation
 
 import (
 	"context"
@@ -10,17 +14,17 @@ import (
 	"github.com/kiln-fhir/kiln/profiles/validate"
 )
 
-// Validation configures the second layer of validation, against
+// Config configures the second layer of validation, against
 // StructureDefinitions, for writes and for $validate. (The first layer,
 // structural R4, always runs.)
-type Validation struct {
+type Config struct {
 	// Mode is what writes are checked against:
-	//   - ValidateOff: structural R4 only;
-	//   - ValidateBase: also the base StructureDefinition of the type
+	//   - Off: structural R4 only;
+	//   - Base: also the base StructureDefinition of the type
 	//     (cardinalities, invariants, required bindings);
-	//   - ValidateProfiles: also every known profile in meta.profile and
-	//     the profiles bound to the type (TypeProfiles).
-	Mode ValidationMode
+	//   - Profiles: also every known profile in meta.profile and the
+	//     profiles bound to the type (TypeProfiles).
+	Mode Mode
 	// Validator checks resources against StructureDefinitions; nil
 	// turns the second layer (and $validate) off.
 	Validator ProfileValidator
@@ -35,13 +39,13 @@ type Validation struct {
 	UnknownProfile string
 }
 
-// ValidationMode selects what writes are validated against.
-type ValidationMode string
+// Mode selects what writes are validated against.
+type Mode string
 
 const (
-	ValidateOff      ValidationMode = "off"
-	ValidateBase     ValidationMode = "base"
-	ValidateProfiles ValidationMode = "profiles"
+	Off      Mode = "off"
+	Base     Mode = "base"
+	Profiles Mode = "profiles"
 )
 
 // Policies for a meta.profile the server does not know.
@@ -59,8 +63,8 @@ type ProfileValidator interface {
 // profilesFor lists the profiles resource res of type typ is checked
 // against in mode, and issues for the meta.profile entries that are not
 // known. No profile means the base definition of the type.
-func (v *Validation) profilesFor(typ string, res map[string]any, mode ValidationMode) ([]string, []validate.Issue) {
-	if mode != ValidateProfiles {
+func (v *Config) profilesFor(typ string, res map[string]any, mode Mode) ([]string, []validate.Issue) {
+	if mode != Profiles {
 		return nil, nil
 	}
 	urls := slices.Clone(v.TypeProfiles[typ])
@@ -96,10 +100,11 @@ func metaProfiles(res map[string]any) []string {
 	return out
 }
 
-// check validates res in mode and returns the issues found (the
-// validator keeps validate.MaxIssues of them and counts the rest).
-func (v *Validation) check(ctx context.Context, typ string, res map[string]any, mode ValidationMode, extra ...string) (validate.Result, error) {
-	if v.Validator == nil || mode == ValidateOff {
+// Check validates res, a decoded resource of type typ, in mode (with the
+// profiles extra too) and returns the issues found (the validator keeps
+// validate.MaxIssues of them and counts the rest).
+func (v *Config) Check(ctx context.Context, typ string, res map[string]any, mode Mode, extra ...string) (validate.Result, error) {
+	if v.Validator == nil || mode == Off {
 		return validate.Result{}, nil
 	}
 	urls, issues := v.profilesFor(typ, res, mode)
@@ -116,24 +121,24 @@ func (v *Validation) check(ctx context.Context, typ string, res map[string]any, 
 	return r, nil
 }
 
-// checkWrite is the second validation layer of a write: errors refuse it
-// with 422 and every issue found.
-func (s *Server) checkWrite(ctx context.Context, typ string, res map[string]any) error {
-	r, err := s.cfg.Validation.check(ctx, typ, res, s.cfg.Validation.Mode)
+// CheckWrite is the second validation layer of a write of res, a decoded
+// resource of type typ: errors refuse it with 422 and every issue found.
+func (v *Config) CheckWrite(ctx context.Context, typ string, res map[string]any) error {
+	r, err := v.Check(ctx, typ, res, v.Mode)
 	if err != nil {
 		return err
 	}
 	if !r.HasErrors() {
 		return nil
 	}
-	return &outcome.Error{Status: http.StatusUnprocessableEntity, Issues: outcomeIssues(r)}
+	return &outcome.Error{Status: http.StatusUnprocessableEntity, Issues: Issues(r)}
 }
 
 // Checker runs both validation layers on a resource body, fully (as in
-// ValidateProfiles mode): the answer of $validate and of kiln validate.
+// Profiles mode): the answer of $validate and of kiln validate.
 type Checker struct {
 	Structural *fhirjson.Validator
-	Validation Validation
+	Validation Config
 }
 
 // Check returns the issues of body, which must be a typ ("" for any
@@ -154,21 +159,21 @@ func (c Checker) Check(ctx context.Context, typ string, body []byte, extra ...st
 		return []outcome.Issue{{Severity: "error", Code: "invalid", Expression: []string{"resourceType"},
 			Diagnostics: "the resource is a " + info.ResourceType + ", not a " + typ}}, nil
 	}
-	res, err := decodeResource(body)
+	res, err := fhirjson.Decode(body)
+	if err != nil {
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "the resource is not a JSON object: "+err.Error())
+	}
+	r, err := c.Validation.Check(ctx, info.ResourceType, res, Profiles, extra...)
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Validation.check(ctx, info.ResourceType, res, ValidateProfiles, extra...)
-	if err != nil {
-		return nil, err
-	}
-	return outcomeIssues(r), nil
+	return Issues(r), nil
 }
 
-// outcomeIssues maps validator issues onto OperationOutcome issues; the
-// failed rule and its profile go into details. The issues the validator
-// only counted become one summary (outcome.Render caps the rest).
-func outcomeIssues(r validate.Result) []outcome.Issue {
+// Issues maps validator issues onto OperationOutcome issues; the failed
+// rule and its profile go into details. The issues the validator only
+// counted become one summary (outcome.Render caps the rest).
+func Issues(r validate.Result) []outcome.Issue {
 	out := make([]outcome.Issue, 0, len(r.Issues)+1)
 	for _, i := range r.Issues {
 		oi := outcome.Issue{Severity: i.Severity, Code: i.Code, Diagnostics: i.Message}

@@ -1,4 +1,4 @@
-package fhirserver
+package budget
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 // The validation budget admits bodies while bytes are free, makes the rest
 // wait, and lets a waiter in as soon as bytes are released.
 func TestBudget(t *testing.T) {
-	b := newBudget(100)
-	rel1, err := b.acquire(context.Background(), 60)
+	b := New(100)
+	rel1, err := b.Acquire(context.Background(), 60)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []int64{50, 1000} { // 1000 is capped at the whole budget
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_, err := b.acquire(ctx, n)
+		_, err := b.Acquire(ctx, n)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("acquired %d with 40 free: %v", n, err)
@@ -30,7 +30,7 @@ func TestBudget(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		rel, err := b.acquire(context.Background(), 100)
+		rel, err := b.Acquire(context.Background(), 100)
 		if err == nil {
 			rel()
 		}
@@ -55,14 +55,14 @@ func TestBudget(t *testing.T) {
 // (with the old wait loop they took every freed byte first and the large
 // one timed out).
 func TestBudgetIsFirstComeFirstServed(t *testing.T) {
-	b := newBudget(100)
-	hold, err := b.acquire(context.Background(), 50)
+	b := New(100)
+	hold, err := b.Acquire(context.Background(), 50)
 	if err != nil {
 		t.Fatal(err)
 	}
 	large := make(chan func(), 1)
 	go func() {
-		rel, err := b.acquire(context.Background(), 100)
+		rel, err := b.Acquire(context.Background(), 100)
 		if err != nil {
 			t.Error(err)
 			rel = func() {}
@@ -74,7 +74,7 @@ func TestBudgetIsFirstComeFirstServed(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, err = b.acquire(ctx, 10)
+	_, err = b.Acquire(ctx, 10)
 	cancel()
 	if err == nil {
 		t.Fatal("a small request overtook the large one waiting before it")
@@ -90,7 +90,7 @@ func TestBudgetIsFirstComeFirstServed(t *testing.T) {
 
 // waiting reports whether someone waits for n bytes: a 1-byte try fails
 // while a waiter is in line even with bytes free.
-func waiting(b *budget, n int64) bool {
+func waiting(b *Budget, n int64) bool {
 	if b.sem.TryAcquire(1) {
 		b.sem.Release(1)
 		return false
@@ -101,27 +101,27 @@ func waiting(b *budget, n int64) bool {
 // A request that waits longer than the budget's wait is told to retry
 // (503); one whose client went away gets the context's error.
 func TestBudgetWaitEnds(t *testing.T) {
-	b := newBudget(10)
+	b := New(10)
 	b.wait = 50 * time.Millisecond
-	rel, err := b.acquire(context.Background(), 10)
+	rel, err := b.Acquire(context.Background(), 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := b.acquire(ctx, 1); !errors.Is(err, context.Canceled) {
+	if _, err := b.Acquire(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled wait: %v", err)
 	}
 	// A client still waiting when the budget's own wait ends.
 	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	_, err = b.acquire(ctx, 1)
+	_, err = b.Acquire(ctx, 1)
 	if oe, ok := outcome.As(err); !ok || oe.Status != http.StatusServiceUnavailable {
 		t.Errorf("wait past the budget's wait: %v, want a 503 OperationOutcome", err)
 	}
 	// The waiter that gave up left the line: the next one gets in.
 	rel()
-	rel, err = b.acquire(context.Background(), 10)
+	rel, err = b.Acquire(context.Background(), 10)
 	if err != nil {
 		t.Fatalf("after a timed-out waiter: %v", err)
 	}
@@ -134,14 +134,14 @@ func TestBudgetWaitEnds(t *testing.T) {
 // reserved as its bytes arrived).
 func TestBudgetUnknownLengthsDoNotDeadlock(t *testing.T) {
 	const limit = 1 << 20
-	b := newBudget(limit + limit/2) // room for one limit-size body only
+	b := New(limit + limit/2) // room for one limit-size body only
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	for range 2 {
 		wg.Go(func() {
 			r, _ := http.NewRequest("POST", "/fhir/Patient", strings.NewReader(strings.Repeat("x", limit)))
 			r.ContentLength = -1 // chunked
-			src, release, err := b.body(r, limit)
+			src, release, err := b.Body(r, limit)
 			if err != nil {
 				errs <- err
 				return

@@ -1,4 +1,4 @@
-package fhirserver
+package bundle
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // TestRewriterRewrite checks the rewriter's use of the scanner: fullUrls
 // are replaced and an unknown urn:uuid fails with an outcome.
 func TestRewriterRewrite(t *testing.T) {
-	rw := &rewriter{s: &Server{}, fullURLs: map[string]string{"urn:uuid:p": "Patient/p1"}}
+	rw := &rewriter{e: &Engine{}, fullURLs: map[string]string{"urn:uuid:p": "Patient/p1"}}
 	in := []byte(`{"resourceType":"Observation","status":"final","subject":{"reference":"urn:uuid:p"},"code":{}}`)
 	out, err := rw.rewrite(context.Background(), in, "")
 	if err != nil || string(out) != `{"resourceType":"Observation","status":"final","subject":{"reference":"Patient/p1"},"code":{}}` {

@@ -1,4 +1,6 @@
-package fhirserver
+// Package budget bounds the bytes of request bodies being read and
+// validated at once, across the REST layer, Bundles and the service.
+package budget
 
 import (
 	"context"
@@ -12,7 +14,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
-// budget bounds the bytes of request bodies being read and validated at
+// Budget bounds the bytes of request bodies being read and validated at
 // once. Structural validation costs about 30 times a body's size in memory
 // and ~0.3 s of CPU per MiB, so without a bound a handful of concurrent
 // large uploads could exhaust the server. Small bodies barely touch it.
@@ -21,23 +23,24 @@ import (
 // queues waiters in order): a large Bundle waiting for room is not
 // overtaken by a stream of small requests until it times out, as it was
 // with a wait loop where whoever found room first took it.
-type budget struct {
+type Budget struct {
 	total int64
 	sem   *semaphore.Weighted
 	wait  time.Duration // budgetWait; tests shorten it
 }
 
-func newBudget(total int64) *budget {
-	return &budget{total: total, sem: semaphore.NewWeighted(total), wait: budgetWait}
+// New returns a budget of total bytes.
+func New(total int64) *Budget {
+	return &Budget{total: total, sem: semaphore.NewWeighted(total), wait: budgetWait}
 }
 
 // budgetWait is how long a request may queue for validation capacity before
 // it is told to come back later.
 const budgetWait = 30 * time.Second
 
-// acquire reserves n bytes (at least 1, at most the whole budget), waiting
+// Acquire reserves n bytes (at least 1, at most the whole budget), waiting
 // in line while the budget is exhausted; release gives them back.
-func (b *budget) acquire(ctx context.Context, n int64) (release func(), err error) {
+func (b *Budget) Acquire(ctx context.Context, n int64) (release func(), err error) {
 	n = max(1, min(n, b.total))
 	wait, cancel := context.WithTimeout(ctx, b.wait)
 	defer cancel()
@@ -54,7 +57,7 @@ func (b *budget) acquire(ctx context.Context, n int64) (release func(), err erro
 	return func() { b.sem.Release(n) }, nil
 }
 
-// body reserves budget for r's body, whose size limit is limit, and
+// Body reserves budget for r's body, whose size limit is limit, and
 // returns the reader to read it through: the declared length when there
 // is one, else (chunked, or decoded from gzip) the limit itself.
 //
@@ -66,11 +69,11 @@ func (b *budget) acquire(ctx context.Context, n int64) (release func(), err erro
 // client could send, as a declared length is taken at its word: a
 // stalled client holds what it announced either way, within the request
 // deadline.
-func (b *budget) body(r *http.Request, limit int64) (_ io.Reader, release func(), err error) {
+func (b *Budget) Body(r *http.Request, limit int64) (_ io.Reader, release func(), err error) {
 	n := r.ContentLength
 	if n < 0 {
 		n = limit
 	}
-	release, err = b.acquire(r.Context(), n)
+	release, err = b.Acquire(r.Context(), n)
 	return r.Body, release, err
 }

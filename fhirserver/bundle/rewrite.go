@@ -1,17 +1,19 @@
-package fhirserver
+package bundle
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
-	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 	"github.com/kiln-fhir/kiln/profiles"
 )
@@ -21,7 +23,7 @@ import (
 // entry will have, and conditional references (Patient?identifier=…) to the
 // one resource they match. Both are looked up inside the transaction.
 type rewriter struct {
-	s        *Server
+	e        *Engine
 	tx       store.Tx
 	fullURLs reference.FullURLs // fullUrl → Type/id
 	assigned map[int]string     // entry index → id chosen for its create
@@ -44,14 +46,14 @@ type rewriter struct {
 // own criteria).
 type conditionCheck struct {
 	entry  int
-	crit   *criteria
+	crit   *fhirserver.Criteria
 	target string
 	sole   bool
 	what   string // "its conditional criteria", "the conditional reference …"
 }
 
-func newRewriter(s *Server, tx store.Tx) *rewriter {
-	return &rewriter{s: s, tx: tx, fullURLs: reference.FullURLs{}, assigned: map[int]string{}, ids: map[int]string{},
+func newRewriter(e *Engine, tx store.Tx) *rewriter {
+	return &rewriter{e: e, tx: tx, fullURLs: reference.FullURLs{}, assigned: map[int]string{}, ids: map[int]string{},
 		expect: map[int]string{}, conditional: map[string]string{}}
 }
 
@@ -109,7 +111,7 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 	})
 	for _, i := range order {
 		e := &entries[i]
-		path, query, _ := strings.Cut(rw.s.entryURL(e), "?")
+		path, query, _ := strings.Cut(rw.e.entryURL(e), "?")
 		typ, id, _ := strings.Cut(path, "/")
 		if !profiles.IsResourceType(typ) {
 			continue // the entry fails with a clear error when processed
@@ -125,11 +127,11 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				}
 				continue
 			}
-			q, err := rw.s.criteria(ctx, typ, query, max(rw.s.cfg.MaxConditionalDeletes, 1)+1)
+			q, err := rw.e.svc.Criteria(ctx, typ, query, max(rw.e.cfg.MaxConditionalDeletes, 1)+1)
 			if err != nil {
 				return entryError(i, err)
 			}
-			found, err := rw.lookup(ctx, q.q)
+			found, err := rw.lookup(ctx, q)
 			if err != nil {
 				return err
 			}
@@ -159,10 +161,10 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				if err != nil {
 					return entryError(i, err)
 				}
-				prior, planned := rw.conditional[crit.key]
+				prior, planned := rw.conditional[crit.Key]
 				if len(found) == 1 {
 					prior, planned = typ+"/"+found[0].ID, true
-				} else if j, ok := created[crit.key]; planned && ok && !bytes.Equal(entries[j].Resource, e.Resource) {
+				} else if j, ok := created[crit.Key]; planned && ok && !bytes.Equal(entries[j].Resource, e.Resource) {
 					return outcome.New(http.StatusBadRequest, "invalid", "entries "+strconv.Itoa(j)+" and "+strconv.Itoa(i)+
 						" are conditional creates with the same criteria but different resources; which one is created would depend on their order")
 				}
@@ -176,17 +178,17 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 					}
 					continue
 				}
-				id := newID(rw.s.cfg.Now())
+				id := rw.e.svc.NewID()
 				rw.assigned[i] = id
 				target = typ + "/" + id
-				rw.conditional[crit.key] = target
-				created[crit.key] = i
+				rw.conditional[crit.Key] = target
+				created[crit.Key] = i
 				rw.expect[i] = target
 				// What it creates must be what its criteria find.
 				rw.checks = append(rw.checks, conditionCheck{i, crit, target, true, "its conditional criteria"})
 				break
 			}
-			id := newID(rw.s.cfg.Now())
+			id := rw.e.svc.NewID()
 			rw.assigned[i] = id
 			target = typ + "/" + id
 		case http.MethodPut:
@@ -199,21 +201,21 @@ func (rw *rewriter) resolve(ctx context.Context, entries []entryIn) error {
 				return entryError(i, err)
 			}
 			sole := false
-			if prior, ok := rw.conditional[crit.key]; ok {
+			if prior, ok := rw.conditional[crit.Key]; ok {
 				target = prior // created or updated by an entry before: refused by claim
 			} else if len(found) == 1 {
 				target = typ + "/" + found[0].ID
 			} else {
 				id := resourceID(e.Resource)
 				if id == "" {
-					id = newID(rw.s.cfg.Now())
+					id = rw.e.svc.NewID()
 				}
 				rw.assigned[i] = id
 				target = typ + "/" + id
 				sole = true
 			}
 			rw.checks = append(rw.checks, conditionCheck{i, crit, target, sole, "its conditional criteria"})
-			rw.conditional[crit.key] = target
+			rw.conditional[crit.Key] = target
 			rw.expect[i] = target
 		default:
 			continue
@@ -257,18 +259,18 @@ func (rw *rewriter) resolveConditionalReferences(ctx context.Context, entries []
 
 // matchLive runs conditional criteria inside the transaction, leaving out
 // the resources its deletes remove; more than one match is refused.
-func (rw *rewriter) matchLive(ctx context.Context, typ, raw string, gone map[string]bool) (*criteria, []*store.Version, error) {
-	crit, err := rw.s.criteria(ctx, typ, raw, 2+len(gone))
+func (rw *rewriter) matchLive(ctx context.Context, typ, raw string, gone map[string]bool) (*fhirserver.Criteria, []*store.Version, error) {
+	crit, err := rw.e.svc.Criteria(ctx, typ, raw, 2+len(gone))
 	if err != nil {
 		return nil, nil, err
 	}
-	found, err := rw.lookup(ctx, crit.q)
+	found, err := rw.lookup(ctx, crit)
 	if err != nil {
 		return nil, nil, err
 	}
 	found = slices.DeleteFunc(found, func(v *store.Version) bool { return gone[v.Type+"/"+v.ID] })
 	if len(found) > 1 {
-		return nil, nil, notSelective(typ, len(found))
+		return nil, nil, crit.NotSelective(len(found))
 	}
 	return crit, found, nil
 }
@@ -300,9 +302,7 @@ func (rw *rewriter) applied(i int, res entryResult) error {
 // transaction created the duplicates its criteria were meant to prevent.
 func (rw *rewriter) verify(ctx context.Context) error {
 	for _, c := range rw.checks {
-		q := *c.crit.q
-		q.Count = 2
-		found, err := matchIn(ctx, rw.tx, &q)
+		found, err := c.crit.Match(ctx, rw.tx, 2)
 		if err != nil {
 			return err
 		}
@@ -330,11 +330,11 @@ func (rw *rewriter) verify(ctx context.Context) error {
 
 // lookup searches the transaction; a rewriter without one (settling a
 // Bundle before it takes the writer) fails with errNeedsLookup.
-func (rw *rewriter) lookup(ctx context.Context, q *search.Query) ([]*store.Version, error) {
+func (rw *rewriter) lookup(ctx context.Context, crit *fhirserver.Criteria) ([]*store.Version, error) {
 	if rw.tx == nil || rw.noLookup {
 		return nil, errNeedsLookup
 	}
-	return matchIn(ctx, rw.tx, q)
+	return crit.Match(ctx, rw.tx, 0)
 }
 
 func resourceID(res []byte) string {
@@ -356,7 +356,7 @@ func resourceID(res []byte) string {
 func (rw *rewriter) rewrite(ctx context.Context, res []byte, fullURL string) ([]byte, error) {
 	base := reference.RESTBase(fullURL)
 	if base == "" {
-		base = rw.s.cfg.BaseURL
+		base = rw.e.cfg.BaseURL
 	}
 	return reference.Rewrite(res, func(ref string) (string, error) {
 		return rw.target(ctx, ref, base)
@@ -387,15 +387,15 @@ func (rw *rewriter) target(ctx context.Context, ref, base string) (string, error
 // less the resources in gone. A match is recorded with entry (-1: not
 // known), for verify to check once every entry is applied.
 func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[string]bool, entry int) (string, error) {
-	typ, query, ok := rw.s.conditionalReference(ref)
+	typ, query, ok := rw.e.svc.ConditionalReference(ref)
 	if !ok {
 		return "", nil
 	}
-	crit, err := rw.s.criteria(ctx, typ, query, 2)
+	crit, err := rw.e.svc.Criteria(ctx, typ, query, 2)
 	if err != nil {
 		return "", err
 	}
-	if to, ok := rw.conditional[crit.key]; ok {
+	if to, ok := rw.conditional[crit.Key]; ok {
 		if entry >= 0 { // planning: the entry must leave it alone
 			rw.checks = append(rw.checks, conditionCheck{entry, crit, to, true, "the conditional reference " + quote(ref)})
 		}
@@ -406,10 +406,46 @@ func (rw *rewriter) conditionalTarget(ctx context.Context, ref string, gone map[
 		return "", err
 	}
 	if len(found) == 0 {
-		return "", unmatchedReference(ref)
+		return "", fhirserver.UnmatchedReference(ref)
 	}
 	to := typ + "/" + found[0].ID
-	rw.conditional[crit.key] = to
+	rw.conditional[crit.Key] = to
 	rw.checks = append(rw.checks, conditionCheck{entry, crit, to, true, "the conditional reference " + quote(ref)})
 	return to, nil
+}
+
+// errNeedsLookup stops a rewrite that would have to search the store.
+var errNeedsLookup = errors.New("bundle: the rewrite needs a lookup")
+
+// preindexJobs lists the creates and updates of a transaction whose body
+// and id are known before any entry is applied: their references can be
+// rewritten without searching (a conditional reference is resolved when
+// its entry is applied, after the entries before it), and their id is
+// fixed. bodies receives the rewritten bodies, by entry.
+func (rw *rewriter) preindexJobs(ctx context.Context, entries []entryIn, bodies [][]byte) []preindex.Job {
+	for i := range entries {
+		if bytes.Contains(entries[i].Resource, []byte(`"SearchParameter"`)) {
+			return nil // a new parameter would apply to the entries after it
+		}
+	}
+	var jobs []preindex.Job
+	for i := range entries {
+		e := &entries[i]
+		if e.Request == nil || (e.Request.Method != http.MethodPost && e.Request.Method != http.MethodPut) {
+			continue
+		}
+		id := rw.ids[i]
+		if id == "" {
+			continue
+		}
+		body, err := rw.rewriteNoLookup(ctx, e.Resource, e.FullURL)
+		if err != nil {
+			continue
+		}
+		bodies[i] = body
+		typ, _, _ := strings.Cut(rw.e.entryURL(e), "/")
+		typ, _, _ = strings.Cut(typ, "?")
+		jobs = append(jobs, preindex.Job{Type: typ, ID: id, Body: body})
+	}
+	return jobs
 }

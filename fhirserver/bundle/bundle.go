@@ -1,4 +1,12 @@
-package fhirserver
+// Package bundle processes batch and transaction Bundles: each entry is
+// read as the request it names, routed by the service's route table
+// (fhirserver.MatchRoute) and run as that interaction through a
+// fhirserver.Call, with the checks, authorization and one AuditEvent of
+// the REST request it would be, and its Response becomes the entry's. A
+// transaction runs every entry inside one store transaction
+// (fhirserver.Server.Transact), with the references between its entries
+// resolved first (rewrite.go).
+package bundle
 
 import (
 	"bytes"
@@ -12,104 +20,105 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/bundlejson"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/preindex"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/reference"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// A batch or transaction Bundle is processed by running each entry as the
-// interaction it names, with the checks, authorization and AuditEvent of
-// the REST request it would be (entries.go), so every entry gets exactly
-// the semantics of that interaction. A transaction runs every entry inside one store
-// transaction carried in the request context (txcontext.go).
-
 // entryIn is what the server reads of one entry (fhirjson.BundleEntries).
 type entryIn = fhirjson.BundleEntry
 
-// entryResult is the recorded answer to one entry.
+// entryResult is the answer to one entry: its Bundle.entry.response.
 type entryResult struct {
-	status int
-	header http.Header
-	body   []byte
+	status   int
+	etag     string
+	location string
+	body     []byte
 	// The resource the answer is about (Type/id) and its exact
 	// lastUpdated, which the Last-Modified header has to the second.
 	ref         string
 	lastUpdated time.Time
 }
 
-// recorder is a minimal http.ResponseWriter that keeps the answer.
-type recorder struct {
-	res entryResult
+// Engine processes the Bundles posted to one FHIR service, mounted at
+// prefix: its entries' urls are relative to it.
+type Engine struct {
+	svc    *fhirserver.Server
+	cfg    fhirserver.Config
+	prefix string
+	runs   []entryRun // by route, in fhirserver.Routes' order
 }
 
-func (r *recorder) Header() http.Header { return r.res.header }
-func (r *recorder) WriteHeader(status int) {
-	if r.res.status == 0 {
-		r.res.status = status
+// New returns the Bundle engine of svc, whose REST API is mounted at
+// prefix.
+func New(svc *fhirserver.Server, prefix string) *Engine {
+	e := &Engine{svc: svc, cfg: svc.Config(), prefix: prefix}
+	for _, rt := range fhirserver.Routes() {
+		run, ok := runs[rt.Name]
+		if !ok {
+			panic("bundle: no entry run of the route " + rt.Name)
+		}
+		e.runs = append(e.runs, run)
 	}
-}
-func (r *recorder) Write(p []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	r.res.body = append(r.res.body, p...)
-	return len(p), nil
+	return e
 }
 
-// bundle is POST [base] with a batch or transaction Bundle.
-func (s *Server) bundle(w http.ResponseWriter, r *http.Request, c *call) error {
-	// A transaction's entries are validated with the Bundle (any failure
-	// fails it all); a batch's only as each entry is processed.
-	body, info, err := s.readBodyWith(r, "Bundle", s.validator.CheckBundle)
-	if err != nil {
-		return err
-	}
+// Run processes a batch or transaction Bundle posted to the base: body,
+// which passed CheckBundle (info), in the interaction c, for the request r
+// (whose Authorization, Prefer and Accept each entry carries). It returns
+// the batch-response or transaction-response.
+func (e *Engine) Run(r *http.Request, c *fhirserver.Call, body []byte, info fhirjson.Info) ([]byte, error) {
 	entries, err := fhirjson.BundleEntries(body)
 	if err != nil {
-		return outcome.New(http.StatusBadRequest, "invalid", "malformed Bundle: "+err.Error())
+		return nil, outcome.New(http.StatusBadRequest, "invalid", "malformed Bundle: "+err.Error())
 	}
-	if len(entries) > s.cfg.MaxBundleEntries {
-		return outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
-			"the Bundle has "+strconv.Itoa(len(entries))+" entries; this server takes at most "+strconv.Itoa(s.cfg.MaxBundleEntries))
+	if len(entries) > e.cfg.MaxBundleEntries {
+		return nil, outcome.New(http.StatusRequestEntityTooLarge, "too-costly",
+			"the Bundle has "+strconv.Itoa(len(entries))+" entries; this server takes at most "+strconv.Itoa(e.cfg.MaxBundleEntries))
 	}
 	switch info.BundleType {
 	case "transaction":
-		c.audit(func(ev *event) { ev.access.Interaction = Transaction })
-		if err := s.authorize(r.Context(), Access{Interaction: Transaction}); err != nil {
-			return err
+		c.AuditAs(fhirserver.Transaction)
+		if err := c.Authorize(fhirserver.Access{Interaction: fhirserver.Transaction}); err != nil {
+			return nil, err
 		}
-		return s.transaction(w, r, c, entries)
+		return e.transaction(r, entries)
 	case "batch":
-		if err := s.authorize(r.Context(), Access{Interaction: Batch}); err != nil {
-			return err
+		if err := c.Authorize(fhirserver.Access{Interaction: fhirserver.Batch}); err != nil {
+			return nil, err
 		}
-		return s.batch(w, r, c, entries)
+		return e.batch(r, entries), nil
 	}
-	return outcome.New(http.StatusBadRequest, "invalid",
+	return nil, outcome.New(http.StatusBadRequest, "invalid",
 		"only Bundles of type batch or transaction can be posted to the base; got "+quote(info.BundleType), "Bundle.type")
 }
 
 // entryRequest checks an entry's request and returns its method and URL
 // (relative to the base, without a leading slash).
-func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
+func (e *Engine) entryRequest(i int, ent *entryIn) (string, string, error) {
 	at := "Bundle.entry[" + strconv.Itoa(i) + "].request"
-	if e.Request == nil {
+	if ent.Request == nil {
 		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+" has no request", at)
 	}
-	m := e.Request.Method
+	m := ent.Request.Method
 	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch:
 	default:
 		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": unknown request method "+quote(m), at+".method")
 	}
-	u := s.entryURL(e)
+	u := e.entryURL(ent)
 	if u == "" && m != http.MethodGet {
 		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+" has no request url", at+".url")
 	}
 	if pu, err := url.Parse(u); err != nil || pu.IsAbs() || pu.Host != "" {
-		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": the request url must be relative to this server's base; got "+quote(e.Request.URL), at+".url")
+		return "", "", outcome.New(http.StatusBadRequest, "invalid", "entry "+strconv.Itoa(i)+": the request url must be relative to this server's base; got "+quote(ent.Request.URL), at+".url")
 	}
-	if (m == http.MethodPost || m == http.MethodPut) && len(e.Resource) == 0 {
+	if (m == http.MethodPost || m == http.MethodPut) && len(ent.Resource) == 0 {
 		return "", "", outcome.New(http.StatusBadRequest, "required", "entry "+strconv.Itoa(i)+": a "+m+" entry needs a resource", "Bundle.entry["+strconv.Itoa(i)+"].resource")
 	}
 	return m, u, nil
@@ -118,8 +127,8 @@ func (s *Server) entryRequest(i int, e *entryIn) (string, string, error) {
 // entryURL is an entry's request url relative to the base, without a
 // leading slash ("Patient/1", "Patient?identifier=…"), and without a
 // trailing one: "Patient/" means "Patient", as on the REST API.
-func (s *Server) entryURL(e *entryIn) string {
-	u := strings.TrimPrefix(strings.TrimPrefix(e.Request.URL, s.cfg.BaseURL), "/")
+func (e *Engine) entryURL(ent *entryIn) string {
+	u := strings.TrimPrefix(strings.TrimPrefix(ent.Request.URL, e.cfg.BaseURL), "/")
 	path, query, hasQuery := strings.Cut(u, "?")
 	path = strings.TrimSuffix(path, "/")
 	if hasQuery {
@@ -128,58 +137,10 @@ func (s *Server) entryURL(e *entryIn) string {
 	return path
 }
 
-// dispatch runs one entry: a write or read calls its interaction
-// (runEntry), anything else goes through the router, into a recorder.
-func (s *Server) dispatch(ctx context.Context, outer *http.Request, method, rel string, e *entryIn, body []byte, contentType string, x entryExec) entryResult {
-	target := s.prefix + "/" + rel
-	if strings.HasPrefix(rel, "?") { // a system search: [base]?_type=…
-		target = s.prefix + rel
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
-	if err != nil {
-		return failed(outcome.New(http.StatusBadRequest, "invalid", "invalid request url "+quote(rel)+": "+err.Error()))
-	}
-	req.RemoteAddr = outer.RemoteAddr
-	req.Host = outer.Host
-	for _, h := range []string{"Authorization", "Prefer", "Accept"} {
-		if v := outer.Header.Values(h); len(v) > 0 {
-			req.Header[h] = v
-		}
-	}
-	if len(body) > 0 {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if rq := e.Request; rq != nil {
-		set := func(k, v string) {
-			if v != "" {
-				req.Header.Set(k, v)
-			}
-		}
-		set("If-None-Match", rq.IfNoneMatch)
-		set("If-Modified-Since", rq.IfModifiedSince)
-		set("If-Match", rq.IfMatch)
-		set("If-None-Exist", rq.IfNoneExist)
-	}
-	if ew, ok := s.entryRouteOf(method, req.URL.Path); ok {
-		return s.runEntry(ctx, req, ew, body, x)
-	}
-	if x.info != nil {
-		req = req.WithContext(withEntryInfo(req.Context(), *x.info))
-	}
-	rec := &recorder{res: entryResult{header: http.Header{}}}
-	s.router.ServeHTTP(rec, req)
-	if rec.res.status == 0 {
-		rec.res.status = http.StatusOK
-	}
-	return rec.res
-}
-
-func failed(err error) entryResult {
-	oe, ok := outcome.As(err)
-	if !ok {
-		oe = toOutcome(err)
-	}
-	return entryResult{status: oe.Status, header: http.Header{}, body: oe.Resource()}
+// failed is the answer to an entry that could not be read as a request.
+func (e *Engine) failed(r *http.Request, err error) entryResult {
+	oe := e.svc.Outcome(r.Context(), r.Method, err)
+	return entryResult{status: oe.Status, body: oe.Resource()}
 }
 
 // entryBody is what an entry sends as its request body, with its media
@@ -205,27 +166,26 @@ func entryBody(method string, res []byte) ([]byte, string, error) {
 
 // batch processes the entries independently, in order; each gets its own
 // status, and a failing entry does not affect the others.
-func (s *Server) batch(w http.ResponseWriter, r *http.Request, c *call, entries []entryIn) error {
+func (e *Engine) batch(r *http.Request, entries []entryIn) []byte {
 	results := make([]entryResult, len(entries))
 	for i := range entries {
-		e := &entries[i]
-		method, rel, err := s.entryRequest(i, e)
+		ent := &entries[i]
+		method, rel, err := e.entryRequest(i, ent)
 		if err != nil {
-			results[i] = failed(err)
+			results[i] = e.failed(r, err)
 			continue
 		}
-		body, ct, err := entryBody(method, e.Resource)
+		body, ct, err := entryBody(method, ent.Resource)
 		if err == nil {
 			err = independent(body)
 		}
 		if err != nil {
-			results[i] = failed(err)
+			results[i] = e.failed(r, err)
 			continue
 		}
-		results[i] = s.dispatch(r.Context(), r, method, rel, e, body, ct, entryExec{})
+		results[i] = e.dispatch(r.Context(), r, method, rel, ent, body, ct, entryExec{})
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("batch-response", results))
-	return nil
+	return e.responseBundle("batch-response", results)
 }
 
 // independent refuses a batch entry's resource that refers to another
@@ -271,71 +231,66 @@ func processingOrder(method string) int {
 
 // transaction processes every entry inside one store transaction: all of
 // them apply or none does.
-func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, entries []entryIn) error {
+func (e *Engine) transaction(r *http.Request, entries []entryIn) ([]byte, error) {
 	type planned struct {
 		i           int
 		method, rel string
 	}
 	plan := make([]planned, 0, len(entries))
 	for i := range entries {
-		method, rel, err := s.entryRequest(i, &entries[i])
+		method, rel, err := e.entryRequest(i, &entries[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		plan = append(plan, planned{i, method, rel})
 	}
 	slices.SortStableFunc(plan, func(a, b planned) int { return processingOrder(a.method) - processingOrder(b.method) })
 
 	results := make([]entryResult, len(entries))
-	ctx := validated(r.Context())
+	ctx := r.Context()
 	// The store has one writer. When no entry needs a search to know what
 	// it writes, its ids, references, validation and index rows are settled
 	// before the transaction takes the writer, while other requests use it
 	// (preindex.go); otherwise all of it happens inside the transaction.
 	bodies := make([][]byte, len(entries))
 	infos := make([]*fhirjson.Info, len(entries))
-	for i, e := range entries {
-		if e.Request != nil && (e.Request.Method == http.MethodPost || e.Request.Method == http.MethodPut) && len(e.Resource) > 0 {
-			if info, err := resourceInfo(e.Resource); err == nil {
+	for i, ent := range entries {
+		if ent.Request != nil && (ent.Request.Method == http.MethodPost || ent.Request.Method == http.MethodPut) && len(ent.Resource) > 0 {
+			if info, err := resourceInfo(ent.Resource); err == nil {
 				infos[i] = &info
 			}
 		}
 	}
-	early := newRewriter(s, nil)
-	var pre map[string]*preindexed
+	early := newRewriter(e, nil)
+	var pre preindex.Set
 	switch err := early.resolve(ctx, entries); {
 	case errors.Is(err, errNeedsLookup):
 		early = nil
 	case err != nil:
-		return err
+		return nil, err
 	default:
-		pre = s.preindex(ctx, early.preindexJobs(ctx, entries, bodies), s.now())
+		pre = e.svc.Preindex(ctx, early.preindexJobs(ctx, entries, bodies))
 	}
-	err := s.store.Transact(ctx, func(tx store.Tx) error {
-		ctx := withTx(ctx, tx)
+	// One lastUpdated for the whole transaction, taken once it holds the
+	// writer (Transact); rows extracted in advance are moved to it.
+	err := e.svc.Transact(ctx, func(ctx context.Context, tx store.Tx) error {
 		rw := early
 		if rw != nil {
 			rw.tx = tx
 		} else {
-			rw = newRewriter(s, tx)
+			rw = newRewriter(e, tx)
 			if err := rw.resolve(ctx, entries); err != nil {
 				return err
 			}
+			pre = e.svc.Preindex(ctx, rw.preindexJobs(ctx, entries, bodies))
 		}
-		// One lastUpdated for the whole transaction, taken once it holds
-		// the writer; rows extracted in advance are moved to it.
-		now := s.now()
-		ctx = withNow(ctx, now)
-		if early == nil {
-			pre = s.preindex(ctx, rw.preindexJobs(ctx, entries, bodies), now)
-		}
-		ctx = withPreindexed(ctx, pre)
+		ctx = fhirserver.WithPreindexed(ctx, pre)
 		for _, p := range plan {
-			e := &entries[p.i]
+			ent := &entries[p.i]
 			body := bodies[p.i]
 			if body == nil {
 				var err error
-				if body, err = rw.rewrite(ctx, e.Resource, e.FullURL); err != nil {
+				if body, err = rw.rewrite(ctx, ent.Resource, ent.FullURL); err != nil {
 					return entryError(p.i, err)
 				}
 			}
@@ -344,7 +299,7 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 				return entryError(p.i, err)
 			}
 			x := entryExec{assignedID: rw.assigned[p.i], info: infos[p.i], validated: true}
-			res := s.dispatch(ctx, r, p.method, p.rel, e, body, ct, x)
+			res := e.dispatch(ctx, r, p.method, p.rel, ent, body, ct, x)
 			if err := rw.applied(p.i, res); err != nil {
 				return entryError(p.i, err)
 			}
@@ -359,12 +314,21 @@ func (s *Server) transaction(w http.ResponseWriter, r *http.Request, c *call, en
 		if slices.ContainsFunc(plan, func(p planned) bool { return strings.HasPrefix(p.rel, "SearchParameter") }) {
 			// Its entries registered or withdrew parameters as they were
 			// applied; the store has none of it.
-			s.params.Reload(context.WithoutCancel(ctx), s.store)
+			e.svc.ReloadSearchParameters(context.WithoutCancel(ctx))
 		}
-		return refuseWithoutTx(err, "a transaction Bundle")
+		return nil, refuseWithoutTx(err)
 	}
-	negotiate.WriteBody(w, c.format, http.StatusOK, s.responseBundle("transaction-response", results))
-	return nil
+	return e.responseBundle("transaction-response", results), nil
+}
+
+// refuseWithoutTx turns a store's lack of transactions into the 501 of a
+// transaction Bundle.
+func refuseWithoutTx(err error) error {
+	if errors.Is(err, store.ErrTransactionsUnsupported) {
+		return outcome.New(http.StatusNotImplemented, "not-supported",
+			"a transaction Bundle needs transactions, which this deployment's store does not offer")
+	}
+	return err
 }
 
 // entryFailed turns a failed entry's answer into the transaction's error,
@@ -391,13 +355,10 @@ func entryError(i int, err error) error {
 }
 
 // responseBundle renders the batch-response or transaction-response.
-func (s *Server) responseBundle(typ string, results []entryResult) []byte {
+func (e *Engine) responseBundle(typ string, results []entryResult) []byte {
 	var b bytes.Buffer
-	b.WriteString(`{"resourceType":"Bundle","id":`)
-	writeJSONString(&b, newID(s.cfg.Now()))
-	b.WriteString(`,"meta":{"lastUpdated":"`)
-	b.WriteString(fhirjson.FormatInstant(s.now()))
-	b.WriteString(`"},"type":"` + typ + `","entry":[`)
+	bundlejson.Start(&b, e.svc.NewID(), e.svc.Now(), typ)
+	b.WriteString(`,"entry":[`)
 	for i, res := range results {
 		if i > 0 {
 			b.WriteByte(',')
@@ -410,14 +371,14 @@ func (s *Server) responseBundle(typ string, results []entryResult) []byte {
 			b.WriteByte(',')
 		}
 		b.WriteString(`"response":{"status":`)
-		writeJSONString(&b, strconv.Itoa(res.status)+" "+http.StatusText(res.status))
-		if loc := res.header.Get("Location"); loc != "" {
+		bundlejson.String(&b, strconv.Itoa(res.status)+" "+http.StatusText(res.status))
+		if res.location != "" {
 			b.WriteString(`,"location":`)
-			writeJSONString(&b, loc)
+			bundlejson.String(&b, res.location)
 		}
-		if et := res.header.Get("ETag"); et != "" {
+		if res.etag != "" {
 			b.WriteString(`,"etag":`)
-			writeJSONString(&b, et)
+			bundlejson.String(&b, res.etag)
 		}
 		if !res.lastUpdated.IsZero() {
 			b.WriteString(`,"lastModified":"` + fhirjson.FormatInstant(res.lastUpdated) + `"`)
@@ -432,19 +393,6 @@ func (s *Server) responseBundle(typ string, results []entryResult) []byte {
 	return b.Bytes()
 }
 
-// validatedKey marks entries of a Bundle that passed structural validation
-// as part of the Bundle, so that their handlers do not validate them again.
-type validatedKey struct{}
-
-func validated(ctx context.Context) context.Context {
-	return context.WithValue(ctx, validatedKey{}, true)
-}
-
-func isValidated(ctx context.Context) bool {
-	v, _ := ctx.Value(validatedKey{}).(bool)
-	return v
-}
-
 // resourceInfo reads the resourceType and id of a resource that passed
 // structural validation.
 func resourceInfo(body []byte) (fhirjson.Info, error) {
@@ -455,15 +403,4 @@ func resourceInfo(body []byte) (fhirjson.Info, error) {
 	return info, nil
 }
 
-type entryInfoKey struct{}
-
-// withEntryInfo carries what resourceInfo read from an entry's resource
-// (rewriting references changes neither its type nor its id).
-func withEntryInfo(ctx context.Context, info fhirjson.Info) context.Context {
-	return context.WithValue(ctx, entryInfoKey{}, info)
-}
-
-func entryInfo(ctx context.Context) (fhirjson.Info, bool) {
-	info, ok := ctx.Value(entryInfoKey{}).(fhirjson.Info)
-	return info, ok
-}
+func quote(s string) string { return outcome.Quote(s) }

@@ -1,4 +1,8 @@
-package fhirserver
+// Package indexversion records which definition of the search index rows
+// built a store's rows (the string fold's version), so that a server
+// refuses to serve a store whose string searches would miss resources
+// until it is reindexed.
+package indexversion
 
 import (
 	"context"
@@ -10,13 +14,13 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// IndexVersion is the version of the definition of the index rows this
-// code writes and queries: the string fold's (search.FoldVersion). A
-// store whose rows were built by an older one must be reindexed before
-// its string searches can be trusted.
-const IndexVersion = search.FoldVersion
+// Current is the version of the definition of the index rows this code
+// writes and queries: the string fold's (search.FoldVersion). A store
+// whose rows were built by an older one must be reindexed before its
+// string searches can be trusted.
+const Current = search.FoldVersion
 
-// The record that says which IndexVersion built a store's index rows.
+// The record that says which index version built a store's index rows.
 const (
 	indexRecordKind = "search-index"
 	indexRecordID   = "version"
@@ -28,10 +32,10 @@ type indexStore interface {
 	store.Records
 }
 
-// StoredIndexVersion is the IndexVersion that built st's index rows: the
+// Stored is the index version that built st's index rows: the
 // recorded one; without a record, 1 (the version before versions were
 // recorded) if st holds any resource, else 0 (a new store, no rows yet).
-func StoredIndexVersion(ctx context.Context, st indexStore) (int, error) {
+func Stored(ctx context.Context, st indexStore) (int, error) {
 	rec, err := st.GetRecord(ctx, indexRecordKind, indexRecordID)
 	switch {
 	case err == nil:
@@ -53,8 +57,8 @@ func StoredIndexVersion(ctx context.Context, st indexStore) (int, error) {
 	return 0, nil
 }
 
-// RecordIndexVersion records that v built st's index rows.
-func RecordIndexVersion(ctx context.Context, st store.Records, v int) error {
+// Record records that v built st's index rows.
+func Record(ctx context.Context, st store.Records, v int) error {
 	for range 3 { // a conflict is another instance recording too
 		var next int64 = 1
 		rec, err := st.GetRecord(ctx, indexRecordKind, indexRecordID)
@@ -78,38 +82,38 @@ func RecordIndexVersion(ctx context.Context, st store.Records, v int) error {
 	return errors.New("recording the search index version: conflicting writers")
 }
 
-// MarkNewIndex records IndexVersion on a store that has no version record
+// MarkNew records Current on a store that has no version record
 // and no resource yet, so that the rows written from now on are known to
 // be current. A store with resources but no record keeps reading as
 // version 1.
-func MarkNewIndex(ctx context.Context, st indexStore) error {
-	v, err := StoredIndexVersion(ctx, st)
+func MarkNew(ctx context.Context, st indexStore) error {
+	v, err := Stored(ctx, st)
 	if err != nil || v != 0 {
 		return err
 	}
-	return RecordIndexVersion(ctx, st, IndexVersion)
+	return Record(ctx, st, Current)
 }
 
-// StaleIndexError is the refusal to serve a store whose index rows were
-// built by another IndexVersion.
-type StaleIndexError struct{ Stored, Current int }
+// StaleError is the refusal to serve a store whose index rows were
+// built by another index version.
+type StaleError struct{ Stored, Current int }
 
-func (e *StaleIndexError) Error() string {
+func (e *StaleError) Error() string {
 	if e.Stored > e.Current {
 		return fmt.Sprintf("the search index of this store was built by a newer kiln (index version %d; this one knows %d): run that version, or reindex with this one (kiln admin reindex)", e.Stored, e.Current)
 	}
 	return fmt.Sprintf("the search index of this store was built by an older kiln (index version %d, this one is %d: strings are folded differently, so searches would miss resources); run kiln admin reindex on this store, which prints progress and records the new version, then start again", e.Stored, e.Current)
 }
 
-// CheckIndexVersion reports a *StaleIndexError unless st's index rows were
-// built by this IndexVersion (or st is new).
-func CheckIndexVersion(ctx context.Context, st indexStore) error {
-	v, err := StoredIndexVersion(ctx, st)
+// Check reports a *StaleError unless st's index rows were
+// built by Current (or st is new).
+func Check(ctx context.Context, st indexStore) error {
+	v, err := Stored(ctx, st)
 	if err != nil {
 		return err
 	}
-	if v != 0 && v != IndexVersion {
-		return &StaleIndexError{Stored: v, Current: IndexVersion}
+	if v != 0 && v != Current {
+		return &StaleError{Stored: v, Current: Current}
 	}
 	return nil
 }
