@@ -14,6 +14,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/kiln-fhir/kiln/fhirserver"
+	"github.com/kiln-fhir/kiln/fhirserver/rest"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -33,7 +34,7 @@ func newFHIRService(t *testing.T, st store.Store) *fhirService {
 		t.Fatal(err)
 	}
 	r := mux.NewRouter().SkipClean(true)
-	srv.Register(r, "/workforce/fhir")
+	rest.Register(r, "/workforce/fhir", srv)
 	return &fhirService{t: t, srv: srv, r: r}
 }
 
