@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 )
 
 // numeric returns the value of an Integer or Decimal as a Rat.
@@ -41,7 +43,7 @@ func equalValues(a, b Value) (bool, bool) {
 		case kDec:
 			return a.r.Cmp(b.r) == 0, true
 		case kDate, kDateTime, kTime:
-			c, ok := compareDT(a.d, b.d)
+			c, ok := datetime.Compare(a.d, b.d)
 			return c == 0, ok
 		case kQty:
 			c, ok := compareQuantity(a, b, true)
@@ -52,7 +54,7 @@ func equalValues(a, b Value) (bool, bool) {
 		y, _, _ := numeric(b)
 		return x.Cmp(y) == 0, true
 	case (a.k == kDate && b.k == kDateTime) || (a.k == kDateTime && b.k == kDate):
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return c == 0, ok
 	}
 	return false, true
@@ -88,10 +90,10 @@ func equivalentValues(a, b Value) bool {
 	case a.k == kBool && b.k == kBool:
 		return a.n == b.n
 	case isDateKind(a.k) && isDateKind(b.k):
-		if a.d.cmpPrec() != b.d.cmpPrec() || (a.k == kTime) != (b.k == kTime) {
+		if !datetime.SamePrecision(a.d, b.d) || (a.k == kTime) != (b.k == kTime) {
 			return false
 		}
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return ok && c == 0
 	case a.k == kQty && b.k == kQty:
 		c, ok := compareQuantity(a, b, false)
@@ -242,7 +244,7 @@ func compareValues(a, b Value) (int, bool, error) {
 	case a.k == kStr && b.k == kStr:
 		return strings.Compare(a.s, b.s), true, nil
 	case isDateKind(a.k) && isDateKind(b.k) && (a.k == kTime) == (b.k == kTime):
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return c, ok, nil
 	case a.k == kQty && b.k == kQty:
 		c, ok := compareQuantity(a, b, true)

@@ -3,7 +3,6 @@ package fhirpath
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"unsafe"
 )
 
@@ -601,29 +600,15 @@ func containsChecked(ec *evalCtx, c Collection, v Value) (bool, error) {
 
 // eqBucket is a key shared by all values equal (=) to v; ok=false when
 // the value has none (quantities, complex values). Dates and times are
-// keyed by what compareDT compares, their normalized fields up to the
-// compared precision, so that 10:00:00 and 10:00:00.000, or a Date and a
-// DateTime of the same day, share a bucket; other kinds use valueKey.
+// keyed by their datetime.EqualityKey, so that 10:00:00 and 10:00:00.000,
+// or a Date and a DateTime of the same day, share a bucket; other kinds
+// use valueKey.
 func eqBucket(v Value) (string, bool) {
 	w := toSystem(v)
 	if !isDateKind(w.k) || w.d == nil {
 		return valueKey(v)
 	}
-	d := w.d.utc()
-	f := d.fields()
-	n := d.cmpPrec()
-	b := make([]byte, 0, 48)
-	if d.kind == kTime {
-		b = append(b, 'T')
-	} else {
-		b = append(b, 'D')
-	}
-	b = strconv.AppendInt(b, int64(n), 10)
-	for i := 0; i < n && i < len(f); i++ {
-		b = append(b, ':')
-		b = strconv.AppendInt(b, int64(f[i]), 10)
-	}
-	return string(b), true
+	return w.d.EqualityKey(), true
 }
 
 // withOther adapts a function of the input and its one collection argument

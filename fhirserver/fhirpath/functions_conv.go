@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 )
 
 // conversion functions: each toX has a convertsToX twin.
@@ -132,14 +134,10 @@ func convDate(v Value) (Value, bool) {
 	case kDate:
 		return v, true
 	case kDateTime:
-		d := *v.d
-		d.kind = kDate
-		d.prec = min(d.prec, pDay)
-		d.tz = false
-		return Value{k: kDate, d: &d}, true
+		return dateValue(v.d.AsDate()), true
 	case kStr:
-		if d, err := parseDT(v.s, kDate); err == nil {
-			return Value{k: kDate, d: d}, true
+		if d, err := datetime.Parse(v.s, datetime.Date); err == nil {
+			return dateValue(d), true
 		}
 	}
 	return Value{}, false
@@ -150,12 +148,10 @@ func convDateTime(v Value) (Value, bool) {
 	case kDateTime:
 		return v, true
 	case kDate:
-		d := *v.d
-		d.kind = kDateTime
-		return Value{k: kDateTime, d: &d}, true
+		return dateValue(v.d.AsDateTime()), true
 	case kStr:
-		if d, err := parseDT(v.s, kDateTime); err == nil {
-			return Value{k: kDateTime, d: d}, true
+		if d, err := datetime.Parse(v.s, datetime.DateTime); err == nil {
+			return dateValue(d), true
 		}
 	}
 	return Value{}, false
@@ -166,8 +162,8 @@ func convTime(v Value) (Value, bool) {
 	case kTime:
 		return v, true
 	case kStr:
-		if d, err := parseDT(strings.TrimPrefix(v.s, "T"), kTime); err == nil {
-			return Value{k: kTime, d: d}, true
+		if d, err := datetime.Parse(strings.TrimPrefix(v.s, "T"), datetime.Time); err == nil {
+			return dateValue(d), true
 		}
 	}
 	return Value{}, false

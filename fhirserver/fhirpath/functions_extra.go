@@ -97,7 +97,7 @@ var extraFuncs = map[string]funcDef{
 		case kInt:
 			return one(intValue(0))
 		case kDate, kDateTime, kTime:
-			return one(intValue(int64(digitsOf(v.d))))
+			return one(intValue(int64(v.d.Digits())))
 		}
 		return nil, nil
 	}},
@@ -125,48 +125,6 @@ var extraFuncs = map[string]funcDef{
 		_, conv := convertUnit(big.NewRat(1, 1), ub, ua)
 		return boolColl(conv), nil
 	}},
-}
-
-// digitsOf is the precision of a date/time counted in digits, as
-// precision() and the boundary functions use it.
-func digitsOf(d *dateTime) int {
-	if d.kind == kTime {
-		return [...]int{pHour: 2, pMinute: 4, pSecond: 6, pMilli: 9}[d.prec]
-	}
-	return [...]int{pYear: 4, pMonth: 6, pDay: 8, pHour: 10, pMinute: 12, pSecond: 14, pMilli: 17}[d.prec]
-}
-
-func precFromDigits(k kind, n int64) (int, bool) {
-	if k == kTime {
-		switch n {
-		case 2:
-			return pHour, true
-		case 4:
-			return pMinute, true
-		case 6:
-			return pSecond, true
-		case 9:
-			return pMilli, true
-		}
-		return 0, false
-	}
-	switch n {
-	case 4:
-		return pYear, true
-	case 6:
-		return pMonth, true
-	case 8:
-		return pDay, true
-	case 10:
-		return pHour, true
-	case 12:
-		return pMinute, true
-	case 14:
-		return pSecond, true
-	case 17:
-		return pMilli, true
-	}
-	return 0, false
 }
 
 func boundary(high bool) funcImpl {
@@ -231,11 +189,11 @@ func boundary(high bool) funcImpl {
 					}
 				}
 			}
-			prec, ok := precFromDigits(v.k, p)
+			d, ok := v.d.Boundary(p, high)
 			if !ok {
 				return nil, nil
 			}
-			return one(dateBoundary(v, prec, high))
+			return one(dateValue(d))
 		}
 		return nil, nil
 	}
@@ -251,56 +209,4 @@ func floorAt(x *big.Rat, p int, ceil bool) *big.Rat {
 		q.Add(q, big.NewInt(1))
 	}
 	return new(big.Rat).SetFrac(q, pow10(p))
-}
-
-// dateBoundary fills the components below the value's precision with
-// their least (or greatest) values, up to prec.
-func dateBoundary(v Value, prec int, high bool) Value {
-	d := *v.d
-	k := v.k
-	if k == kDateTime && prec <= pDay {
-		k = kDate
-	}
-	if d.kind == kDateTime && d.prec == pHour {
-		d.prec = pMinute // T08 means 08:00
-	}
-	if prec > d.prec {
-		for p := d.prec + 1; p <= prec; p++ {
-			switch p {
-			case pMonth:
-				d.mo = pick(high, 1, 12)
-			case pDay:
-				d.d = pick(high, 1, daysIn(d.y, d.mo))
-			case pHour:
-				d.h = pick(high, 0, 23)
-			case pMinute:
-				d.mi = pick(high, 0, 59)
-			case pSecond:
-				d.s = pick(high, 0, 59)
-			case pMilli:
-				d.ns = pick(high, 0, 999000000)
-				d.frac = 3
-			}
-		}
-		if d.prec < pMilli && prec >= pSecond && prec == pMilli {
-			d.frac = 3
-		}
-		if k == kDateTime && !d.tz && prec >= pHour {
-			d.tz = true
-			d.off = pick(high, 14*3600, -12*3600)
-		}
-	}
-	d.prec = prec
-	d.kind = k
-	if k == kDate {
-		d.tz = false
-	}
-	return Value{k: k, d: &d}
-}
-
-func pick(high bool, lo, hi int) int {
-	if high {
-		return hi
-	}
-	return lo
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 )
 
 func (ec *evalCtx) clock() time.Time {
@@ -12,19 +14,6 @@ func (ec *evalCtx) clock() time.Time {
 		ec.now = time.Now()
 	}
 	return ec.now
-}
-
-func timeValue(t time.Time, k kind) Value {
-	_, off := t.Zone()
-	d := &dateTime{kind: k, y: t.Year(), mo: int(t.Month()), d: t.Day(), h: t.Hour(), mi: t.Minute(), s: t.Second(),
-		ns: t.Nanosecond() / 1e6 * 1e6, frac: 3, tz: k == kDateTime, off: off}
-	switch k {
-	case kDate:
-		d.prec = pDay
-	default:
-		d.prec = pMilli
-	}
-	return Value{k: k, d: d}
 }
 
 var utilityFuncs = map[string]funcDef{
@@ -56,13 +45,13 @@ var utilityFuncs = map[string]funcDef{
 		return in, nil
 	}},
 	"now": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(timeValue(ec.clock(), kDateTime))
+		return one(dateValue(datetime.FromTime(ec.clock(), datetime.DateTime)))
 	}},
 	"today": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(timeValue(ec.clock(), kDate))
+		return one(dateValue(datetime.FromTime(ec.clock(), datetime.Date)))
 	}},
 	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(timeValue(ec.clock(), kTime))
+		return one(dateValue(datetime.FromTime(ec.clock(), datetime.Time)))
 	}},
 	"children": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
 		var out Collection

@@ -346,7 +346,7 @@ func valueKey(v Value) (string, bool) {
 	case kStr:
 		return "s" + v.s, true
 	case kDate, kDateTime, kTime:
-		return "d" + v.d.utc().String(), true
+		return "d" + v.d.UTCString(), true
 	}
 	return "", false
 }
@@ -527,7 +527,7 @@ func dateArith(op string, a, q Value) (Value, bool, error) {
 	if op == "-" {
 		amt = -amt
 	}
-	d, ok := addDuration(a.d, amt, unit)
+	d, ok := a.d.Add(amt, unit)
 	if !ok {
 		return Value{}, false, nil
 	}

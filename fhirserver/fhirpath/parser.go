@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 )
 
@@ -341,11 +342,11 @@ func (p *parser) term() (node, error) {
 	case tString:
 		return &literalNode{val: Collection{stringValue(t.text)}}, nil
 	case tDateTime:
-		d, err := parseDateTimeLiteral(t.text)
+		d, err := datetime.ParseLiteral(t.text)
 		if err != nil {
 			return nil, errAt(t.pos, "%v", err)
 		}
-		return &literalNode{val: Collection{d}}, nil
+		return &literalNode{val: Collection{dateValue(d)}}, nil
 	case tExtConst:
 		return &envNode{name: t.text}, nil
 	case tSpecial:

@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 )
 
 // kind is the dynamic kind of a Value.
@@ -36,13 +38,13 @@ const (
 // not allocate per item.
 type Value struct {
 	k    kind
-	n    int64          // Integer; Boolean (0/1); scale of a Decimal or Quantity
-	s    string         // String; unit of a Quantity
-	r    *big.Rat       // Decimal; value of a Quantity
-	d    *dateTime      // Date, DateTime, Time
-	node any            // kNode: the decoded JSON (nil for a primitive with only an _element)
-	ext  map[string]any // kNode primitive: its "_name" sibling (id, extension)
-	ti   *typeInfo      // kNode: its FHIR type, nil when unknown
+	n    int64           // Integer; Boolean (0/1); scale of a Decimal or Quantity
+	s    string          // String; unit of a Quantity
+	r    *big.Rat        // Decimal; value of a Quantity
+	d    *datetime.Value // Date, DateTime, Time
+	node any             // kNode: the decoded JSON (nil for a primitive with only an _element)
+	ext  map[string]any  // kNode primitive: its "_name" sibling (id, extension)
+	ti   *typeInfo       // kNode: its FHIR type, nil when unknown
 }
 
 // Collection is the result of an evaluation: an ordered list of values.
@@ -57,6 +59,15 @@ func boolValue(b bool) Value {
 func intValue(n int64) Value               { return Value{k: kInt, n: n} }
 func stringValue(s string) Value           { return Value{k: kStr, s: s} }
 func decValue(r *big.Rat, scale int) Value { return Value{k: kDec, r: r, n: int64(scale)} }
+
+// dateKinds and valueKinds translate between the kinds of Values and
+// those of dates and times.
+var (
+	dateKinds  = [...]datetime.Kind{kDate: datetime.Date, kDateTime: datetime.DateTime, kTime: datetime.Time}
+	valueKinds = [...]kind{datetime.Date: kDate, datetime.DateTime: kDateTime, datetime.Time: kTime}
+)
+
+func dateValue(d *datetime.Value) Value { return Value{k: valueKinds[d.Kind()], d: d} }
 
 func makeQuantity(v Value, unit string) Value {
 	switch v.k {
@@ -145,7 +156,7 @@ func toStringValue(v Value) (string, bool) {
 	case kDec:
 		return formatDecimal(v.r, int(v.n)), true
 	case kDate, kDateTime, kTime:
-		return v.d.fhirString(), true
+		return v.d.FHIRString(), true
 	case kQty:
 		if _, cal := calendarToUCUM[v.s]; cal {
 			return formatDecimal(v.r, int(v.n)) + " " + v.s, true
@@ -181,7 +192,7 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	case kStr:
 		return json.Marshal(v.s)
 	case kDate, kDateTime, kTime:
-		return json.Marshal(v.d.fhirString())
+		return json.Marshal(v.d.FHIRString())
 	case kQty:
 		var b bytes.Buffer
 		b.WriteString(`{"value":`)
@@ -262,8 +273,8 @@ func toSystem(v Value) Value {
 		}
 	case kDate, kDateTime, kTime:
 		if s, ok := v.node.(string); ok {
-			if d, err := parseFHIRDateTime(s, v.ti.sys); err == nil {
-				return Value{k: d.kind, d: d}
+			if d, err := datetime.ParseFHIR(s, dateKinds[v.ti.sys]); err == nil {
+				return dateValue(d)
 			}
 		}
 	}
