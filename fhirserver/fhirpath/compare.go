@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 )
 
 // numeric returns the value of an Integer or Decimal as a Rat.
@@ -62,7 +63,7 @@ func equalValues(a, b Value) (bool, bool) {
 
 func isPrimitiveNode(v Value) bool {
 	if v.ti != nil {
-		return v.ti.sys != kNone || v.ti.isQuantity
+		return v.ti.Primitive() != model.NotPrimitive || v.ti.IsQuantity()
 	}
 	_, isMap := v.node.(map[string]any)
 	return !isMap

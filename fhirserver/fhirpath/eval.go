@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 	"github.com/kiln-fhir/kiln/profiles"
 )
 
@@ -217,9 +218,9 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 		if v, ok := resource.(Value); ok {
 			root = v
 		} else {
-			var ti *typeInfo
+			var ti *model.Type
 			if m, ok := resource.(map[string]any); ok {
-				ti = resourceTypeOf(m)
+				ti = model.ResourceType(m)
 			}
 			root = nodeValue(resource, nil, ti)
 		}
@@ -272,7 +273,7 @@ func toCollection(v any) Collection {
 		}
 		return out
 	case map[string]any:
-		return Collection{nodeValue(x, nil, resourceTypeOf(x))}
+		return Collection{nodeValue(x, nil, model.ResourceType(x))}
 	}
 	return Collection{untypedSystem(v, Value{})}
 }
@@ -303,8 +304,8 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	if len(in) == 1 {
 		// Most paths are one item deep; size the result for that.
 		v := in[0]
-		if n.resource && v.k == kNode && v.ti != nil && v.ti.kind == "resource" {
-			if v.ti.derivesFrom(n.name) {
+		if n.resource && v.k == kNode && v.ti != nil && v.ti.Kind() == "resource" {
+			if v.ti.DerivesFrom(n.name) {
 				return in, nil
 			}
 			if !ec.strict {
@@ -319,8 +320,8 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	}
 	out = make(Collection, 0, len(in))
 	for _, v := range in {
-		if n.resource && v.k == kNode && v.ti != nil && v.ti.kind == "resource" {
-			if v.ti.derivesFrom(n.name) {
+		if n.resource && v.k == kNode && v.ti != nil && v.ti.Kind() == "resource" {
+			if v.ti.DerivesFrom(n.name) {
 				out = append(out, v)
 				continue
 			}
@@ -362,7 +363,7 @@ func (n *chainNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 func (n *chainNode) strictCheck() error {
 	if t, ok := n.left.(*typeOpNode); ok && !t.isOp {
 		if m, ok := n.right.(*memberNode); ok {
-			if ti := lookupType(t.ts.name); ti != nil && ti.elem(m.name) == nil {
+			if ti := model.Lookup(t.ts.name); ti != nil && ti.Elem(m.name) == nil {
 				return fmt.Errorf("fhirpath: %s has no element %q", t.ts.name, m.name)
 			}
 		}

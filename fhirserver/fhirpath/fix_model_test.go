@@ -76,17 +76,7 @@ func TestFixResourceTypeFromData(t *testing.T) {
 		{"$this is Resource", map[string]any{"resourceType": "HumanName"}, `[false]`},
 	}
 	runEvalCases(t, tests)
-	names := []string{"NoSuchType1", "Patient.contact", "HumanName", "NoSuchType2"}
-	for _, n := range names {
-		resourceTypeOf(map[string]any{"resourceType": n})
-	}
-	typeCache.RLock()
-	defer typeCache.RUnlock()
-	for _, n := range []string{"NoSuchType1", "NoSuchType2"} {
-		if _, ok := typeCache.m[n]; ok {
-			t.Errorf("type cache holds data-driven miss %q", n)
-		}
-	}
+	// that misses are not cached is proven in package model
 }
 
 // Resource.id, Element.id and Extension.url are FHIR primitives (the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 )
 
 func (ec *evalCtx) clock() time.Time {
@@ -148,7 +149,7 @@ var fhirFuncs = map[string]funcDef{
 				continue
 			}
 			if r := ec.resolveRef(ref); r != nil {
-				out = append(out, nodeValue(r, nil, resourceTypeOf(r)))
+				out = append(out, nodeValue(r, nil, model.ResourceType(r)))
 			}
 		}
 		return out, nil
@@ -173,10 +174,10 @@ var fhirFuncs = map[string]funcDef{
 			// Without a validator hook, only core definitions are known: a
 			// resource conforms to its own type and its base types.
 			name, core := strings.CutPrefix(p, "http://hl7.org/fhir/StructureDefinition/")
-			if !core || lookupType(name) == nil {
+			if !core || model.Lookup(name) == nil {
 				return nil, fmt.Errorf("fhirpath: conformsTo(): unknown profile %q", p)
 			}
-			return boolColl(in[0].ti != nil && in[0].ti.derivesFrom(name)), nil
+			return boolColl(in[0].ti != nil && in[0].ti.DerivesFrom(name)), nil
 		}
 		c, ok := ec.conforms(ec.ctx, in[0].node, p)
 		if !ok {
@@ -193,7 +194,7 @@ var fhirFuncs = map[string]funcDef{
 	}},
 }
 
-func (v Value) tiQuantity() bool { return v.ti != nil && v.ti.isQuantity }
+func (v Value) tiQuantity() bool { return v.ti != nil && v.ti.IsQuantity() }
 
 // resolveRef finds a referenced resource: contained (#id), a Bundle entry
 // (by fullUrl or Type/id), then the pluggable resolver.

@@ -2,6 +2,8 @@ package fhirpath
 
 import (
 	"fmt"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 )
 
 // typeSpec is a type specifier: an optional namespace and a name.
@@ -32,7 +34,7 @@ func typeOf(v Value) (string, string) {
 		}
 		return "System", systemNames[toSystem(v).k]
 	}
-	return "FHIR", v.ti.name
+	return "FHIR", v.ti.Name()
 }
 
 // isType reports whether v is of type ts or a subtype of it.
@@ -60,11 +62,11 @@ func isTypeMode(v Value, ts typeSpec, inherit bool) bool {
 		}
 		return false
 	}
-	if v.ti.sys != kNone && !inherit {
+	if v.ti.Primitive() != model.NotPrimitive && !inherit {
 		// FHIR primitives match their own type only: a code is not a string.
-		return v.ti.name == ts.name
+		return v.ti.Name() == ts.name
 	}
-	return v.ti.derivesFrom(ts.name)
+	return v.ti.DerivesFrom(ts.name)
 }
 
 // knownType reports whether a type specifier names a System or FHIR type.
@@ -79,7 +81,7 @@ func knownType(ts typeSpec) bool {
 			return true // unknown System types simply never match
 		}
 	}
-	return lookupType(ts.name) != nil
+	return model.Lookup(ts.name) != nil
 }
 
 // typeOpNode implements the is and as operators.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 )
 
 // kind is the dynamic kind of a Value.
@@ -44,7 +45,7 @@ type Value struct {
 	d    *datetime.Value // Date, DateTime, Time
 	node any             // kNode: the decoded JSON (nil for a primitive with only an _element)
 	ext  map[string]any  // kNode primitive: its "_name" sibling (id, extension)
-	ti   *typeInfo       // kNode: its FHIR type, nil when unknown
+	ti   *model.Type     // kNode: its FHIR type, nil when unknown
 }
 
 // Collection is the result of an evaluation: an ordered list of values.
@@ -60,11 +61,12 @@ func intValue(n int64) Value               { return Value{k: kInt, n: n} }
 func stringValue(s string) Value           { return Value{k: kStr, s: s} }
 func decValue(r *big.Rat, scale int) Value { return Value{k: kDec, r: r, n: int64(scale)} }
 
-// dateKinds and valueKinds translate between the kinds of Values and
-// those of dates and times.
+// valueKinds are the kinds of Values that hold dates and times;
+// primitiveDates the kinds of dates the FHIR primitives date, dateTime,
+// instant and time are read as.
 var (
-	dateKinds  = [...]datetime.Kind{kDate: datetime.Date, kDateTime: datetime.DateTime, kTime: datetime.Time}
-	valueKinds = [...]kind{datetime.Date: kDate, datetime.DateTime: kDateTime, datetime.Time: kTime}
+	valueKinds     = [...]kind{datetime.Date: kDate, datetime.DateTime: kDateTime, datetime.Time: kTime}
+	primitiveDates = [...]datetime.Kind{model.Date: datetime.Date, model.DateTime: datetime.DateTime, model.Time: datetime.Time}
 )
 
 func dateValue(d *datetime.Value) Value { return Value{k: valueKinds[d.Kind()], d: d} }
@@ -240,27 +242,27 @@ func toSystem(v Value) Value {
 		}
 		return v
 	}
-	switch v.ti.sys {
-	case kNone:
-		if v.ti.isQuantity {
+	switch p := v.ti.Primitive(); p {
+	case model.NotPrimitive:
+		if v.ti.IsQuantity() {
 			return quantityFromNode(v)
 		}
 		return v
-	case kStr:
+	case model.String:
 		if s, ok := v.node.(string); ok {
 			return stringValue(s)
 		}
-	case kBool:
+	case model.Boolean:
 		if b, ok := v.node.(bool); ok {
 			return boolValue(b)
 		}
-	case kInt:
+	case model.Integer:
 		if r, ok := jsonNumber(v.node); ok && r.IsInt() {
 			if n := r.Num(); n.IsInt64() {
 				return intValue(n.Int64())
 			}
 		}
-	case kDec:
+	case model.Decimal:
 		if num, ok := v.node.(json.Number); ok {
 			if r, scale, ok := readDecimal(string(num)); ok {
 				return decValue(r, scale)
@@ -271,9 +273,9 @@ func toSystem(v Value) Value {
 				return decValue(r, scale)
 			}
 		}
-	case kDate, kDateTime, kTime:
+	case model.Date, model.DateTime, model.Time:
 		if s, ok := v.node.(string); ok {
-			if d, err := datetime.ParseFHIR(s, dateKinds[v.ti.sys]); err == nil {
+			if d, err := datetime.ParseFHIR(s, primitiveDates[p]); err == nil {
 				return dateValue(d)
 			}
 		}

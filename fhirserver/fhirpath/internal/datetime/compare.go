@@ -17,7 +17,7 @@ func (d *Value) toTime() time.Time {
 	return time.Date(d.y, time.Month(d.mo), d.d, d.h, d.mi, d.s, d.ns, loc)
 }
 
-// fromTime copies the fields of t into a dateTime of the same shape as d.
+// fromTime copies the fields of t into a value of the same shape as d.
 func (d *Value) fromTime(t time.Time) *Value {
 	n := *d
 	if d.kind != Time {
