@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 // numeric returns the value of an Integer or Decimal as a Rat.
@@ -262,4 +263,27 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// compareQuantity compares two quantities after unit conversion; ok=false
+// when the units are not commensurable. For equality (strict), calendar
+// years and months do not equal UCUM 'a' and 'mo'.
+func compareQuantity(a, b Value, strict bool) (int, bool) {
+	ua, ca := units.Normalize(a.s)
+	ub, cb := units.Normalize(b.s)
+	if strict && ca != cb && (ca || cb) {
+		return 0, false
+	}
+	if ua == ub {
+		return a.r.Cmp(b.r), true
+	}
+	bv, ok := units.Convert(b.r, ub, ua)
+	if !ok {
+		return 0, false
+	}
+	if !strict {
+		s := int(max(a.n, b.n))
+		return roundRat(a.r, s).Cmp(roundRat(bv, s)), true
+	}
+	return a.r.Cmp(bv), true
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 // conversion functions: each toX has a convertsToX twin.
@@ -184,9 +185,9 @@ func quantityConv(check bool) funcImpl {
 				return nil, err
 			}
 			if uok && unit != q.s {
-				un, _ := normalizeUnit(unit)
-				qn, _ := normalizeUnit(q.s)
-				r, cok := convertUnit(q.r, qn, un)
+				un, _ := units.Normalize(unit)
+				qn, _ := units.Normalize(q.s)
+				r, cok := units.Convert(q.r, qn, un)
 				if !cok {
 					ok = false
 				} else {
@@ -239,7 +240,7 @@ func convQuantity(v Value) (Value, bool) {
 		case m[2] != "":
 			unit = m[2]
 		case m[3] != "":
-			cu, ok := calendarUnits[m[3]]
+			cu, ok := units.Calendar(m[3])
 			if !ok {
 				return Value{}, false
 			}

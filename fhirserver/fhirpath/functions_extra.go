@@ -3,6 +3,8 @@ package fhirpath
 import (
 	"math/big"
 	"slices"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 // Functions from the later FHIRPath drafts that the R4 test suite uses:
@@ -120,9 +122,9 @@ var extraFuncs = map[string]funcDef{
 		if v.k != kQty || w.k != kQty {
 			return nil, nil
 		}
-		ua, _ := normalizeUnit(v.s)
-		ub, _ := normalizeUnit(w.s)
-		_, conv := convertUnit(big.NewRat(1, 1), ub, ua)
+		ua, _ := units.Normalize(v.s)
+		ub, _ := units.Normalize(w.s)
+		_, conv := units.Convert(big.NewRat(1, 1), ub, ua)
 		return boolColl(conv), nil
 	}},
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 type binFunc func(ec *evalCtx, l, r Collection) (Collection, error)
@@ -512,10 +514,8 @@ func dateArith(op string, a, q Value) (Value, bool, error) {
 	if unit == "a" || unit == "mo" {
 		return Value{}, false, fmt.Errorf("fhirpath: cannot add %q (a definite UCUM duration) to a date; use a calendar duration", unit)
 	}
-	if c, ok := ucumToCalendar[unit]; ok {
-		unit = c
-	}
-	if _, ok := calendarToUCUM[unit]; !ok {
+	unit = units.FromUCUM(unit)
+	if !units.IsCalendar(unit) {
 		return Value{}, false, fmt.Errorf("fhirpath: cannot add a quantity in %q to a date", q.s)
 	}
 	// Fractions of the unit are dropped (7.7 days adds 7 days).
@@ -535,16 +535,16 @@ func dateArith(op string, a, q Value) (Value, bool, error) {
 }
 
 func quantityArith(op string, a, b Value) (Value, bool, error) {
-	ua, _ := normalizeUnit(a.s)
-	ub, _ := normalizeUnit(b.s)
+	ua, _ := units.Normalize(a.s)
+	ub, _ := units.Normalize(b.s)
 	switch op {
 	case "+", "-":
-		if (offsetUnit(ua) || offsetUnit(ub)) && ua != ub {
+		if (units.IsOffset(ua) || units.IsOffset(ub)) && ua != ub {
 			// 1 'K' added to a Celsius value is a difference, not an
 			// absolute temperature: mixed offset units have no sum.
 			return Value{}, false, nil
 		}
-		bv, ok := convertUnit(b.r, ub, ua)
+		bv, ok := units.Convert(b.r, ub, ua)
 		if !ok {
 			return Value{}, false, nil
 		}
@@ -558,7 +558,7 @@ func quantityArith(op string, a, b Value) (Value, bool, error) {
 	case "*", "/":
 		bv, unitB := b.r, ub
 		if ub != ua && ub != "1" && ua != "1" {
-			if c, ok := convertUnit(b.r, ub, ua); ok {
+			if c, ok := units.Convert(b.r, ub, ua); ok {
 				bv, unitB = c, ua
 			}
 		}
@@ -571,7 +571,7 @@ func quantityArith(op string, a, b Value) (Value, bool, error) {
 			}
 			r.Quo(a.r, bv)
 		}
-		u, ok := combineUnits(ua, unitB, op == "/")
+		u, ok := units.Combine(ua, unitB, op == "/")
 		if !ok {
 			return Value{}, false, nil
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 )
 
@@ -309,13 +310,6 @@ func (p *parser) postfix() (node, error) {
 	}
 }
 
-var calendarUnits = map[string]string{
-	"year": "year", "years": "year", "month": "month", "months": "month",
-	"week": "week", "weeks": "week", "day": "day", "days": "day",
-	"hour": "hour", "hours": "hour", "minute": "minute", "minutes": "minute",
-	"second": "second", "seconds": "second", "millisecond": "millisecond", "milliseconds": "millisecond",
-}
-
 func (p *parser) term() (node, error) {
 	t := p.next()
 	if p.nodes++; p.nodes > maxParseNodes {
@@ -333,7 +327,7 @@ func (p *parser) term() (node, error) {
 			return &literalNode{val: Collection{makeQuantity(v, u.text)}}, nil
 		}
 		if u.kind == tIdent {
-			if cu, ok := calendarUnits[u.text]; ok {
+			if cu, ok := units.Calendar(u.text); ok {
 				p.next()
 				return &literalNode{val: Collection{makeQuantity(v, cu)}}, nil
 			}

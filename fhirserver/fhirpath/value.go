@@ -10,6 +10,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 // kind is the dynamic kind of a Value.
@@ -160,7 +161,7 @@ func toStringValue(v Value) (string, bool) {
 	case kDate, kDateTime, kTime:
 		return v.d.FHIRString(), true
 	case kQty:
-		if _, cal := calendarToUCUM[v.s]; cal {
+		if units.IsCalendar(v.s) {
 			return formatDecimal(v.r, int(v.n)) + " " + v.s, true
 		}
 		return formatDecimal(v.r, int(v.n)) + " '" + v.s + "'", true
