@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/syntax"
 	"log/slog"
 	"strings"
 	"sync"
@@ -28,9 +29,12 @@ type Expression struct {
 	branches atomic.Pointer[[]Branch]
 }
 
+// Error is a parse error with the byte offset where it was detected.
+type Error = syntax.Error
+
 // Compile parses an expression and resolves its functions once.
 func Compile(expr string) (*Expression, error) {
-	n, _, err := parse(expr, false)
+	n, err := syntax.Parse[node](expr, builder{})
 	if err != nil {
 		return nil, err
 	}
@@ -412,10 +416,7 @@ func (n *indexNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	return l[i : i+1 : i+1], nil
 }
 
-type negNode struct {
-	operand node
-	pos     int
-}
+type negNode struct{ operand node }
 
 func (n *negNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	c, err := n.operand.eval(ec, in)

@@ -34,28 +34,28 @@ type callNode struct {
 	ts   typeSpec // for is/as/ofType
 }
 
-func newCall(name token, args []node) (node, error) {
-	def, ok := functions[name.text]
+func newCall(name string, args []node) (node, error) {
+	def, ok := functions[name]
 	if !ok {
-		return nil, errAt(name.pos, "unknown function %s()", name.text)
+		return nil, fmt.Errorf("unknown function %s()", name)
 	}
 	if len(args) < def.min || len(args) > def.max {
-		return nil, errAt(name.pos, "%s() takes %d to %d arguments, got %d", name.text, def.min, def.max, len(args))
+		return nil, fmt.Errorf("%s() takes %d to %d arguments, got %d", name, def.min, def.max, len(args))
 	}
-	c := &callNode{name: name.text, def: def, args: args}
-	switch name.text {
+	c := &callNode{name: name, def: def, args: args}
+	switch name {
 	case "is", "as", "ofType":
 		ts, err := typeSpecOf(args[0])
 		if err != nil {
-			return nil, errAt(name.pos, "%s() expects a type name", name.text)
+			return nil, fmt.Errorf("%s() expects a type name", name)
 		}
 		c.ts = ts
 		if !knownType(ts) {
-			return nil, errAt(name.pos, "unknown type %s", ts.name)
+			return nil, fmt.Errorf("unknown type %s", ts.name)
 		}
 		t := ts
 		c.def.fn = func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-			return typeFunc(name.text, in, t)
+			return typeFunc(name, in, t)
 		}
 	}
 	return c, nil

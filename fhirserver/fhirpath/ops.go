@@ -100,15 +100,14 @@ func (n *logicNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	return nil, nil
 }
 
-func newBinary(t token, l, r node) (node, error) {
-	op := t.text
+func newBinary(op string, l, r node) (node, error) {
 	switch op {
 	case "and", "or", "xor", "implies":
 		return &logicNode{op: op, left: l, right: r}, nil
 	}
 	fn, ok := binaryOps[op]
 	if !ok {
-		return nil, errAt(t.pos, "unknown operator %q", op)
+		return nil, fmt.Errorf("unknown operator %q", op)
 	}
 	return &binNode{op: op, left: l, right: r, fn: fn}, nil
 }

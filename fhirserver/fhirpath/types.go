@@ -11,13 +11,6 @@ type typeSpec struct {
 	ns, name string
 }
 
-func makeTypeSpec(parts []string) typeSpec {
-	if len(parts) >= 2 {
-		return typeSpec{ns: parts[0], name: parts[len(parts)-1]}
-	}
-	return typeSpec{name: parts[0]}
-}
-
 var systemNames = map[kind]string{
 	kBool: "Boolean", kInt: "Integer", kDec: "Decimal", kStr: "String",
 	kDate: "Date", kDateTime: "DateTime", kTime: "Time", kQty: "Quantity",

@@ -3,6 +3,7 @@ package fhirpath
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
+	"github.com/kiln-fhir/kiln/fhirserver/internal/decimal"
 )
 
 // kind is the dynamic kind of a Value.
@@ -353,4 +355,29 @@ func quantityFromNode(v Value) Value {
 		unit = "1"
 	}
 	return Value{k: kQty, r: r, n: int64(scale), s: unit}
+}
+
+// parseNumber turns an integer or decimal literal into a Value.
+func parseNumber(s string) (Value, error) {
+	if !strings.Contains(s, ".") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n <= maxInt && n >= minInt {
+			return intValue(n), nil
+		}
+	}
+	r, scale, ok := readDecimal(s)
+	if !ok {
+		return Value{}, fmt.Errorf("invalid number %q", s)
+	}
+	return decValue(r, scale), nil
+}
+
+// readDecimal reads decimal text into the exact value and the scale (the
+// digits written after the point) a Decimal value holds.
+func readDecimal(s string) (*big.Rat, int, bool) {
+	d, ok := decimal.Parse(s)
+	if !ok {
+		return nil, 0, false
+	}
+	r, ok := d.Rat()
+	return r, d.Scale(), ok
 }
