@@ -5,6 +5,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/syntax"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // builder makes the evaluation tree as the parser reads an expression:
@@ -14,7 +15,7 @@ type builder struct{}
 var _ syntax.Builder[node] = builder{}
 
 func (builder) Number(text string) (node, error) {
-	v, err := parseNumber(text)
+	v, err := value.ParseNumber(text)
 	if err != nil {
 		return nil, err
 	}
@@ -22,11 +23,11 @@ func (builder) Number(text string) (node, error) {
 }
 
 func (builder) Quantity(number, unit string) (node, error) {
-	v, err := parseNumber(number)
+	v, err := value.ParseNumber(number)
 	if err != nil {
 		return nil, err
 	}
-	return &literalNode{val: Collection{makeQuantity(v, unit)}}, nil
+	return &literalNode{val: Collection{value.Quantity(v, unit)}}, nil
 }
 
 func (builder) DateTime(text string) (node, error) {
@@ -34,11 +35,11 @@ func (builder) DateTime(text string) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &literalNode{val: Collection{dateValue(d)}}, nil
+	return &literalNode{val: Collection{value.Date(d)}}, nil
 }
 
-func (builder) String(s string) node        { return &literalNode{val: Collection{stringValue(s)}} }
-func (builder) Bool(b bool) node            { return &literalNode{val: Collection{boolValue(b)}} }
+func (builder) String(s string) node        { return &literalNode{val: Collection{value.String(s)}} }
+func (builder) Bool(b bool) node            { return &literalNode{val: Collection{value.Bool(b)}} }
 func (builder) Empty() node                 { return &literalNode{} }
 func (builder) Env(name string) node        { return &envNode{name: name} }
 func (builder) This() node                  { return thisNode{} }
@@ -55,7 +56,7 @@ func (builder) Binary(op string, left, right node) (node, error) { return newBin
 // Negate folds negative literals, so that -1 is an Integer literal.
 func (builder) Negate(operand node) node {
 	if lit, ok := operand.(*literalNode); ok && len(lit.val) == 1 {
-		if v, ok := negate(lit.val[0]); ok {
+		if v, ok := value.Negate(lit.val[0]); ok {
 			return &literalNode{val: Collection{v}}
 		}
 	}
@@ -63,9 +64,9 @@ func (builder) Negate(operand node) node {
 }
 
 func (builder) TypeOp(is bool, left node, ns, name string) (node, error) {
-	ts := typeSpec{ns: ns, name: name}
-	if !knownType(ts) {
-		return nil, fmt.Errorf("unknown type %s", ts.name)
+	ts := value.TypeSpec{NS: ns, Name: name}
+	if !value.KnownType(ts) {
+		return nil, fmt.Errorf("unknown type %s", ts.Name)
 	}
 	return &typeOpNode{isOp: is, left: left, ts: ts}, nil
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/syntax"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/syntax"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -80,7 +82,7 @@ func collectLiterals(n node, lits *[]*Value) bool {
 // shared reports whether p is memory the result must not alias: an item
 // of a literal of e or of the package's true/false collections.
 func (e *Expression) shared(p *Value) bool {
-	if e.opaque || p == &trueColl[0] || p == &falseColl[0] {
+	if e.opaque || value.SharedBool(p) {
 		return true
 	}
 	for _, l := range e.lits {
@@ -127,12 +129,7 @@ type Option func(*evalCtx)
 // WithVariable defines %name. The value is decoded JSON or a Go string,
 // bool, int, float64; a Collection is used as is.
 func WithVariable(name string, value any) Option {
-	return func(ec *evalCtx) {
-		if ec.vars == nil {
-			ec.vars = map[string]Collection{}
-		}
-		ec.vars[name] = toCollection(value)
-	}
+	return func(ec *evalCtx) { ec.setVariable(name, value) }
 }
 
 // WithResolver is used by resolve() for references not found in the
@@ -162,10 +159,7 @@ func WithLimits(l Limits) Option { return func(ec *evalCtx) { ec.limits = l } }
 // WithNow fixes the clock used by now(), today() and timeOfDay().
 func WithNow(t time.Time) Option { return func(ec *evalCtx) { ec.now = t } }
 
-var (
-	errTooLarge = errors.New("fhirpath: collection size limit exceeded")
-	errTooDeep  = errors.New("fhirpath: input nesting depth limit exceeded")
-)
+var errTooDeep = errors.New("fhirpath: input nesting depth limit exceeded")
 
 // evalCtx is the per-evaluation state. It is never shared.
 type evalCtx struct {
@@ -188,8 +182,8 @@ type evalCtx struct {
 	rootBuf  [1]Value
 }
 
-// check is called inside loops: it honours cancellation cheaply.
-func (ec *evalCtx) check() error {
+// Check is called inside loops: it honours cancellation cheaply.
+func (ec *evalCtx) Check() error {
 	ec.steps++
 	if ec.steps&255 == 0 {
 		if err := ec.ctx.Err(); err != nil {
@@ -197,6 +191,19 @@ func (ec *evalCtx) check() error {
 		}
 	}
 	return nil
+}
+
+// walk bounds the walks of this evaluation through the input.
+func (ec *evalCtx) walk() value.Walk {
+	return value.Walk{MaxCollection: ec.limits.MaxCollection, Strict: ec.strict}
+}
+
+// setVariable defines %name (see WithVariable).
+func (ec *evalCtx) setVariable(name string, v any) {
+	if ec.vars == nil {
+		ec.vars = map[string]Collection{}
+	}
+	ec.vars[name] = value.Of(v)
 }
 
 // Evaluate runs the expression on a decoded FHIR JSON resource (or any
@@ -216,7 +223,7 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 	}
 	if list, ok := resource.([]any); ok {
 		// A JSON array is a collection of inputs.
-		ec.root = toCollection(list)
+		ec.root = value.Of(list)
 	} else if resource != nil {
 		var root Value
 		if v, ok := resource.(Value); ok {
@@ -226,7 +233,7 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 			if m, ok := resource.(map[string]any); ok {
 				ti = model.ResourceType(m)
 			}
-			root = nodeValue(resource, nil, ti)
+			root = value.Node(resource, nil, ti)
 		}
 		ec.rootBuf[0] = root
 		ec.root = ec.rootBuf[:]
@@ -239,7 +246,7 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 	if len(res) > 0 && &res[0] == &ec.rootBuf[0] {
 		// the result is the root itself: do not hand out pooled memory
 		res = Collection{res[0]}
-	} else if len(res) == 1 && res[0].k != kNode && e.shared(&res[0]) {
+	} else if len(res) == 1 && res[0].IsSystem() && e.shared(&res[0]) {
 		// a literal of the expression or a shared true/false collection:
 		// the caller owns what it gets. (Those are never longer than one
 		// item, and never nodes.)
@@ -252,35 +259,6 @@ func (e *Expression) Evaluate(ctx context.Context, resource any, opts ...Option)
 
 // ctxPool recycles evaluation contexts: one evaluation allocates none.
 var ctxPool = sync.Pool{New: func() any { return new(evalCtx) }}
-
-// toCollection converts a Go value into a Collection.
-func toCollection(v any) Collection {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case Collection:
-		return x
-	case Value:
-		return Collection{x}
-	case string:
-		return Collection{stringValue(x)}
-	case bool:
-		return Collection{boolValue(x)}
-	case int:
-		return Collection{intValue(int64(x))}
-	case int64:
-		return Collection{intValue(x)}
-	case []any:
-		out := make(Collection, 0, len(x))
-		for _, i := range x {
-			out = append(out, toCollection(i)...)
-		}
-		return out
-	case map[string]any:
-		return Collection{nodeValue(x, nil, model.ResourceType(x))}
-	}
-	return Collection{untypedSystem(v, Value{})}
-}
 
 // node is a compiled expression tree node. in is the focus.
 type node interface {
@@ -308,15 +286,15 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	if len(in) == 1 {
 		// Most paths are one item deep; size the result for that.
 		v := in[0]
-		if n.resource && v.k == kNode && v.ti != nil && v.ti.Kind() == "resource" {
-			if v.ti.DerivesFrom(n.name) {
+		if t := value.NodeType(v); n.resource && t != nil && t.Kind() == "resource" {
+			if t.DerivesFrom(n.name) {
 				return in, nil
 			}
 			if !ec.strict {
 				return nil, nil // a type filter that does not match
 			}
 		}
-		out, err = children(ec, nil, v, n.name)
+		out, err = value.Children(ec.walk(), nil, v, n.name)
 		if err != nil {
 			return nil, err
 		}
@@ -324,8 +302,8 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	}
 	out = make(Collection, 0, len(in))
 	for _, v := range in {
-		if n.resource && v.k == kNode && v.ti != nil && v.ti.Kind() == "resource" {
-			if v.ti.DerivesFrom(n.name) {
+		if t := value.NodeType(v); n.resource && t != nil && t.Kind() == "resource" {
+			if t.DerivesFrom(n.name) {
 				out = append(out, v)
 				continue
 			}
@@ -333,7 +311,7 @@ func (n *memberNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 				continue
 			}
 		}
-		if out, err = children(ec, out, v, n.name); err != nil {
+		if out, err = value.Children(ec.walk(), out, v, n.name); err != nil {
 			return nil, err
 		}
 	}
@@ -367,8 +345,8 @@ func (n *chainNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 func (n *chainNode) strictCheck() error {
 	if t, ok := n.left.(*typeOpNode); ok && !t.isOp {
 		if m, ok := n.right.(*memberNode); ok {
-			if ti := model.Lookup(t.ts.name); ti != nil && ti.Elem(m.name) == nil {
-				return fmt.Errorf("fhirpath: %s has no element %q", t.ts.name, m.name)
+			if ti := model.Lookup(t.ts.Name); ti != nil && ti.Elem(m.name) == nil {
+				return fmt.Errorf("fhirpath: %s has no element %q", t.ts.Name, m.name)
 			}
 		}
 	}
@@ -406,7 +384,7 @@ func (n *indexNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	if err != nil {
 		return nil, err
 	}
-	i, ok, err := singletonInt(ix)
+	i, ok, err := value.SingletonInt(ix)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -424,9 +402,9 @@ func (n *negNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 		return nil, err
 	}
 	if len(c) > 1 {
-		return nil, errSingleton("unary -")
+		return nil, value.ErrSingleton("unary -")
 	}
-	v, ok := negate(toSystem(c[0]))
+	v, ok := value.Negate(value.ToSystem(c[0]))
 	if !ok {
 		return nil, fmt.Errorf("fhirpath: cannot negate %s", c[0].TypeName())
 	}
@@ -445,7 +423,7 @@ func (thisNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 type indexVarNode struct{}
 
 func (indexVarNode) eval(ec *evalCtx, _ Collection) (Collection, error) {
-	return Collection{intValue(int64(ec.index))}, nil
+	return Collection{value.Int(int64(ec.index))}, nil
 }
 
 type totalNode struct{}
@@ -469,69 +447,15 @@ func (n *envNode) eval(ec *evalCtx, _ Collection) (Collection, error) {
 		return ec.root, nil
 	}
 	if s, ok := envConstants[n.name]; ok {
-		return Collection{stringValue(s)}, nil
+		return Collection{value.String(s)}, nil
 	}
 	if s, ok := strings.CutPrefix(n.name, "vs-"); ok {
-		return Collection{stringValue("http://hl7.org/fhir/ValueSet/" + s)}, nil
+		return Collection{value.String("http://hl7.org/fhir/ValueSet/" + s)}, nil
 	}
 	if s, ok := strings.CutPrefix(n.name, "ext-"); ok {
-		return Collection{stringValue("http://hl7.org/fhir/StructureDefinition/" + s)}, nil
+		return Collection{value.String("http://hl7.org/fhir/StructureDefinition/" + s)}, nil
 	}
 	return nil, fmt.Errorf("fhirpath: undefined environment variable %%%s", n.name)
-}
-
-func errSingleton(what string) error {
-	return fmt.Errorf("fhirpath: %s expects a single item, got a collection", what)
-}
-
-// singleton returns the single item of c (ok=false when empty) or an error
-// when c holds more than one item.
-func singleton(c Collection, what string) (Value, bool, error) {
-	switch len(c) {
-	case 0:
-		return Value{}, false, nil
-	case 1:
-		return c[0], true, nil
-	}
-	return Value{}, false, errSingleton(what)
-}
-
-func singletonInt(c Collection) (int64, bool, error) {
-	v, ok, err := singleton(c, "integer argument")
-	if !ok || err != nil {
-		return 0, false, err
-	}
-	v = toSystem(v)
-	if v.k != kInt {
-		return 0, false, fmt.Errorf("fhirpath: expected an Integer, got %s", v.TypeName())
-	}
-	return v.n, true, nil
-}
-
-// singletonBool applies the singleton evaluation of collections for
-// Boolean contexts: a single non-Boolean item counts as true.
-func singletonBool(c Collection, what string) (bool, bool, error) {
-	v, ok, err := singleton(c, what)
-	if !ok || err != nil {
-		return false, false, err
-	}
-	v = toSystem(v)
-	if v.k == kBool {
-		return v.n != 0, true, nil
-	}
-	return true, true, nil
-}
-
-func singletonString(c Collection, what string) (string, bool, error) {
-	v, ok, err := singleton(c, what)
-	if !ok || err != nil {
-		return "", false, err
-	}
-	v = toSystem(v)
-	if v.k != kStr {
-		return "", false, fmt.Errorf("fhirpath: %s expects a String, got %s", what, v.TypeName())
-	}
-	return v.s, true, nil
 }
 
 // withItem evaluates n with $this bound to item, restoring the context.

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // hangGuard is a generous deadline that only stops a hung evaluation; the
@@ -111,11 +113,11 @@ func runErrors(t *testing.T, res any, exprs []string) {
 // combine() and aggregate() are bounded by Limits.MaxCollection.
 func TestFixCombineAggregateLimits(t *testing.T) {
 	runHostile(t, []hostile{
-		{"doubling combine", `'aaaaaaaaaaaaaaaaaaaaaaaaa'.toChars().aggregate($total.combine($total), 1).count()`, nil, errTooLarge},
+		{"doubling combine", `'aaaaaaaaaaaaaaaaaaaaaaaaa'.toChars().aggregate($total.combine($total), 1).count()`, nil, value.ErrTooLarge},
 		{"doubling combine small limit", `'aaaaaaaaaaaaaaaaaaaaaaaaa'.toChars().aggregate($total.combine($total), 1).count()`,
-			[]Option{WithLimits(Limits{MaxCollection: 1000})}, errTooLarge},
-		{"combine over limit", `(1|2|3).combine(4|5|6)`, []Option{WithLimits(Limits{MaxCollection: 5})}, errTooLarge},
-		{"aggregate total over limit", `(1|2|3).aggregate($total | $this, {}).count()`, []Option{WithLimits(Limits{MaxCollection: 2})}, errTooLarge},
+			[]Option{WithLimits(Limits{MaxCollection: 1000})}, value.ErrTooLarge},
+		{"combine over limit", `(1|2|3).combine(4|5|6)`, []Option{WithLimits(Limits{MaxCollection: 5})}, value.ErrTooLarge},
+		{"aggregate total over limit", `(1|2|3).aggregate($total | $this, {}).count()`, []Option{WithLimits(Limits{MaxCollection: 2})}, value.ErrTooLarge},
 		// A small limit: at the default one this takes seconds under the
 		// race detector (the default limit is proven by doubling combine).
 		{"doubling select in aggregate", `'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'.toChars().aggregate($total.select($this | ($this + 1000000)), 1).count()`,
@@ -158,13 +160,13 @@ func TestFixStringCodecLimits(t *testing.T) {
 		}
 	}
 	runHostile(t, []hostile{
-		{"hex doubling", a35 + `.toChars().aggregate($total.encode('hex'), 'xx').length()`, nil, errTooLarge},
-		{"base64 growth", a35 + `.toChars().combine(` + a35 + `.toChars()).aggregate($total.encode('base64'), 'xx').length()`, nil, errTooLarge},
-		{"urlbase64 growth", a35 + `.toChars().combine(` + a35 + `.toChars()).aggregate($total.encode('urlbase64'), 'xx').length()`, nil, errTooLarge},
-		{"html escape of a large text", amp21 + `.escape('html')`, nil, errTooLarge},
-		{"json escape of a large text", bsl22 + `.escape('json')`, nil, errTooLarge},
-		{"json escape growth", a35 + `.toChars().aggregate($total.escape('json'), '\\').length()`, nil, errTooLarge},
-		{"json escape of quotes", a35 + `.toChars().aggregate($total.escape('json') & '"', '"').length()`, nil, errTooLarge},
+		{"hex doubling", a35 + `.toChars().aggregate($total.encode('hex'), 'xx').length()`, nil, value.ErrTooLarge},
+		{"base64 growth", a35 + `.toChars().combine(` + a35 + `.toChars()).aggregate($total.encode('base64'), 'xx').length()`, nil, value.ErrTooLarge},
+		{"urlbase64 growth", a35 + `.toChars().combine(` + a35 + `.toChars()).aggregate($total.encode('urlbase64'), 'xx').length()`, nil, value.ErrTooLarge},
+		{"html escape of a large text", amp21 + `.escape('html')`, nil, value.ErrTooLarge},
+		{"json escape of a large text", bsl22 + `.escape('json')`, nil, value.ErrTooLarge},
+		{"json escape growth", a35 + `.toChars().aggregate($total.escape('json'), '\\').length()`, nil, value.ErrTooLarge},
+		{"json escape of quotes", a35 + `.toChars().aggregate($total.escape('json') & '"', '"').length()`, nil, value.ErrTooLarge},
 	})
 	runCases(t, nil, []exprCase{
 		{`'abc'.encode('hex')`, `["616263"]`},
@@ -227,8 +229,8 @@ func TestFixSetFunctionsCancellation(t *testing.T) {
 		e := MustCompile(`%a.` + fn + `(%b)`)
 		var a, b Collection
 		for i := range 3000 {
-			a = append(a, intValue(int64(i)))
-			b = append(b, intValue(int64(i+100000)))
+			a = append(a, value.Int(int64(i)))
+			b = append(b, value.Int(int64(i+100000)))
 		}
 		// Two calls: the one in Evaluate and the first periodic check.
 		_, err := e.Evaluate(newCancelAfter(2), nil, WithVariable("a", a), WithVariable("b", b))

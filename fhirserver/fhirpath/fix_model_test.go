@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // Date/time arithmetic: results outside years 0001-9999 are empty, and
@@ -118,7 +120,7 @@ func TestFixResultNotAliased(t *testing.T) {
 			t.Fatalf("%s: %v %v", expr, first, err)
 		}
 		want, _ := json.Marshal(first)
-		first[0] = intValue(42)
+		first[0] = value.Int(42)
 		for _, again := range []string{expr, "1 = 1", "1 = 2"} {
 			e2 := e
 			if again != expr {
@@ -128,7 +130,7 @@ func TestFixResultNotAliased(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) == 1 && got[0].k == kInt && got[0].n == 42 {
+			if len(got) == 1 && got[0].TypeName() == "System.Integer" && got[0].String() == "42" {
 				t.Errorf("%s: writing into a result of %s changed a later result", again, expr)
 			}
 		}
@@ -146,11 +148,11 @@ func TestFixResultNotAliased(t *testing.T) {
 			defer wg.Done()
 			for range 100 {
 				c, err := e.Evaluate(context.Background(), pat)
-				if err != nil || len(c) != 1 || c[0].k != kBool {
+				if err != nil || len(c) != 1 || c[0].TypeName() != "System.Boolean" {
 					t.Errorf("got %v, %v", c, err)
 					return
 				}
-				c[0] = intValue(7)
+				c[0] = value.Int(7)
 			}
 		}()
 	}

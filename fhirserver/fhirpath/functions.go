@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"unsafe"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // funcImpl implements a function: in is its input collection, args its
@@ -31,7 +33,7 @@ type callNode struct {
 	name string
 	def  funcDef
 	args []node
-	ts   typeSpec // for is/as/ofType
+	ts   value.TypeSpec // for is/as/ofType
 }
 
 func newCall(name string, args []node) (node, error) {
@@ -50,8 +52,8 @@ func newCall(name string, args []node) (node, error) {
 			return nil, fmt.Errorf("%s() expects a type name", name)
 		}
 		c.ts = ts
-		if !knownType(ts) {
-			return nil, fmt.Errorf("unknown type %s", ts.name)
+		if !value.KnownType(ts) {
+			return nil, fmt.Errorf("unknown type %s", ts.Name)
 		}
 		t := ts
 		c.def.fn = func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
@@ -65,23 +67,23 @@ func (n *callNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	return n.def.fn(ec, in, n.args)
 }
 
-func typeFunc(name string, in Collection, ts typeSpec) (Collection, error) {
+func typeFunc(name string, in Collection, ts value.TypeSpec) (Collection, error) {
 	switch name {
 	case "is":
 		if len(in) == 0 {
 			return nil, nil
 		}
 		if len(in) > 1 {
-			return nil, errSingleton(name + "()")
+			return nil, value.ErrSingleton(name + "()")
 		}
-		return boolColl(isType(in[0], ts)), nil
+		return value.Bools(value.Is(in[0], ts)), nil
 	}
 	// as() filters like ofType(): the core invariant dom-3 applies it to
 	// descendants(), so the singleton rule of the specification would
 	// make every resource with contained resources fail.
 	var out Collection
 	for _, v := range in {
-		if isTypeMode(v, ts, false) {
+		if value.OfType(v, ts) {
 			out = append(out, v)
 		}
 	}
@@ -98,7 +100,7 @@ func (ec *evalCtx) argString(n node, fn string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	return singletonString(c, fn+"()")
+	return value.SingletonString(c, fn+"()")
 }
 
 func (ec *evalCtx) argInt(n node) (int64, bool, error) {
@@ -106,20 +108,21 @@ func (ec *evalCtx) argInt(n node) (int64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	return singletonInt(c)
+	return value.SingletonInt(c)
 }
 
 // inputString returns the single String input of a string function.
 func inputString(in Collection, fn string) (string, bool, error) {
-	v, ok, err := singleton(in, fn+"()")
+	v, ok, err := value.Singleton(in, fn+"()")
 	if !ok || err != nil {
 		return "", false, err
 	}
-	v = toSystem(v)
-	if v.k != kStr {
+	v = value.ToSystem(v)
+	s, ok := value.AsString(v)
+	if !ok {
 		return "", false, fmt.Errorf("fhirpath: %s() expects a String input, got %s", fn, v.TypeName())
 	}
-	return v.s, true, nil
+	return s, true, nil
 }
 
 // lambdaBool evaluates criteria for item as a Boolean (empty = false).
@@ -128,18 +131,18 @@ func (ec *evalCtx) lambdaBool(n node, item Value, i int, fn string) (bool, bool,
 	if err != nil {
 		return false, false, err
 	}
-	b, ok, err := singletonBool(c, fn)
+	b, ok, err := value.SingletonBool(c, fn)
 	return b, ok, err
 }
 
 var existenceFuncs = map[string]funcDef{
-	"empty": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) { return boolColl(len(in) == 0), nil }},
+	"empty": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) { return value.Bools(len(in) == 0), nil }},
 	"exists": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		if len(args) == 0 {
-			return boolColl(len(in) > 0), nil
+			return value.Bools(len(in) > 0), nil
 		}
 		for i, v := range in {
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
 			b, ok, err := ec.lambdaBool(args[0], v, i, "exists")
@@ -147,14 +150,14 @@ var existenceFuncs = map[string]funcDef{
 				return nil, err
 			}
 			if ok && b {
-				return trueColl, nil
+				return value.Bools(true), nil
 			}
 		}
-		return falseColl, nil
+		return value.Bools(false), nil
 	}},
 	"all": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		for i, v := range in {
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
 			b, ok, err := ec.lambdaBool(args[0], v, i, "all")
@@ -162,10 +165,10 @@ var existenceFuncs = map[string]funcDef{
 				return nil, err
 			}
 			if !ok || !b {
-				return falseColl, nil
+				return value.Bools(false), nil
 			}
 		}
-		return trueColl, nil
+		return value.Bools(true), nil
 	}},
 	"allTrue":    {0, 0, boolAgg(func(b bool) bool { return b }, true)},
 	"anyTrue":    {0, 0, boolAgg(func(b bool) bool { return b }, false)},
@@ -174,68 +177,52 @@ var existenceFuncs = map[string]funcDef{
 	"subsetOf":   {1, 1, subsetFunc(false)},
 	"supersetOf": {1, 1, subsetFunc(true)},
 	"count": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
-		return Collection{intValue(int64(len(in)))}, nil
+		return Collection{value.Int(int64(len(in)))}, nil
 	}},
 	"distinct": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-		return union(ec, in, nil)
+		return value.Union(ec, in, nil)
 	}},
 	"isDistinct": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-		d, err := union(ec, in, nil)
+		d, err := value.Union(ec, in, nil)
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(len(d) == len(in)), nil
+		return value.Bools(len(d) == len(in)), nil
 	}},
 	"not": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
-		b, ok, err := singletonBool(in, "not()")
+		b, ok, err := value.SingletonBool(in, "not()")
 		if err != nil || !ok {
 			return nil, err
 		}
-		return boolColl(!b), nil
+		return value.Bools(!b), nil
 	}},
 }
 
 func boolAgg(test func(bool) bool, all bool) funcImpl {
 	return func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		for _, v := range in {
-			v = toSystem(v)
-			if v.k != kBool {
+			v = value.ToSystem(v)
+			b, ok := value.AsBool(v)
+			if !ok {
 				return nil, fmt.Errorf("fhirpath: expected Boolean items, got %s", v.TypeName())
 			}
-			t := test(v.n != 0)
+			t := test(b)
 			if all && !t {
-				return falseColl, nil
+				return value.Bools(false), nil
 			}
 			if !all && t {
-				return trueColl, nil
+				return value.Bools(true), nil
 			}
 		}
-		return boolColl(all), nil
+		return value.Bools(all), nil
 	}
-}
-
-// subset reports whether every item of a equals (=) some item of b.
-func subset(ec *evalCtx, a, b Collection) (bool, error) {
-	inB, err := memberTest(ec, b, len(a))
-	if err != nil {
-		return false, err
-	}
-	for _, v := range a {
-		if err := ec.check(); err != nil {
-			return false, err
-		}
-		if ok, err := inB(v); err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
 }
 
 var filterFuncs = map[string]funcDef{
 	"where": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		var out Collection
 		for i, v := range in {
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
 			b, ok, err := ec.lambdaBool(args[0], v, i, "where")
@@ -251,7 +238,7 @@ var filterFuncs = map[string]funcDef{
 	"select": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		var out Collection
 		for i, v := range in {
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
 			c, err := ec.withItem(args[0], v, i)
@@ -260,7 +247,7 @@ var filterFuncs = map[string]funcDef{
 			}
 			out = append(out, c...)
 			if len(out) > ec.limits.MaxCollection {
-				return nil, errTooLarge
+				return nil, value.ErrTooLarge
 			}
 		}
 		return out, nil
@@ -277,7 +264,7 @@ var filterFuncs = map[string]funcDef{
 			}
 			var next Collection
 			for i, v := range queue {
-				if err := ec.check(); err != nil {
+				if err := ec.Check(); err != nil {
 					return nil, err
 				}
 				c, err := ec.withItem(args[0], v, i)
@@ -287,7 +274,7 @@ var filterFuncs = map[string]funcDef{
 				for _, w := range c {
 					// Nodes of the input are distinct by identity; this
 					// keeps repeat linear on deep trees.
-					if m, ok := w.node.(map[string]any); ok && w.k == kNode {
+					if m, ok := w.Raw().(map[string]any); ok && !w.IsSystem() {
 						p := reflect.ValueOf(m).UnsafePointer()
 						if seen[p] {
 							continue
@@ -297,13 +284,13 @@ var filterFuncs = map[string]funcDef{
 						next = append(next, w)
 						continue
 					}
-					if !containsValue(out, w) {
+					if !value.Contains(out, w) {
 						out = append(out, w)
 						next = append(next, w)
 					}
 				}
 				if len(out) > ec.limits.MaxCollection {
-					return nil, errTooLarge
+					return nil, value.ErrTooLarge
 				}
 			}
 			queue = next
@@ -315,7 +302,7 @@ var filterFuncs = map[string]funcDef{
 	"is":     {1, 1, nil},
 	"iif": {2, 3, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		if len(in) > 1 {
-			return nil, errSingleton("iif() input")
+			return nil, value.ErrSingleton("iif() input")
 		}
 		if len(in) == 1 {
 			// The arguments see the input item as $this.
@@ -328,15 +315,13 @@ var filterFuncs = map[string]funcDef{
 			return nil, err
 		}
 		if len(c) > 1 {
-			return nil, errSingleton("iif() criterion")
+			return nil, value.ErrSingleton("iif() criterion")
 		}
 		b, ok := false, false
 		if len(c) == 1 {
-			v := toSystem(c[0])
-			if v.k != kBool {
+			if b, ok = value.AsBool(value.ToSystem(c[0])); !ok {
 				return nil, fmt.Errorf("fhirpath: iif() criterion must be Boolean")
 			}
-			b, ok = v.n != 0, true
 		}
 		if ok && b {
 			return ec.arg(args[1])
@@ -362,7 +347,7 @@ var filterFuncs = map[string]funcDef{
 			if err := ec.ctx.Err(); err != nil {
 				return nil, err
 			}
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
 			ec.total = total
@@ -371,7 +356,7 @@ var filterFuncs = map[string]funcDef{
 				return nil, err
 			}
 			if len(c) > ec.limits.MaxCollection {
-				return nil, errTooLarge
+				return nil, value.ErrTooLarge
 			}
 			total = c
 		}
@@ -382,7 +367,7 @@ var filterFuncs = map[string]funcDef{
 var subsetFuncs = map[string]funcDef{
 	"single": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		if len(in) > 1 {
-			return nil, errSingleton("single()")
+			return nil, value.ErrSingleton("single()")
 		}
 		return in, nil
 	}},
@@ -427,188 +412,19 @@ var subsetFuncs = map[string]funcDef{
 		}
 		return in[:n:n], nil
 	}},
-	"intersect": {1, 1, withOther(intersect)},
-	"exclude":   {1, 1, withOther(exclude)},
-	"union":     {1, 1, withOther(union)},
+	"intersect": {1, 1, setFunc(value.Intersect)},
+	"exclude":   {1, 1, setFunc(value.Exclude)},
+	"union":     {1, 1, setFunc(value.Union)},
 	"combine": {1, 1, withOther(func(ec *evalCtx, in, other Collection) (Collection, error) {
-		if err := ec.check(); err != nil {
+		if err := ec.Check(); err != nil {
 			return nil, err
 		}
 		if len(in)+len(other) > ec.limits.MaxCollection {
-			return nil, errTooLarge
+			return nil, value.ErrTooLarge
 		}
 		out := make(Collection, 0, len(in)+len(other))
 		return append(append(out, in...), other...), nil
 	})},
-}
-
-// smallSetOp is the combined size up to which the set functions compare
-// items pairwise; above it they index the other collection (eqSet).
-const smallSetOp = 64
-
-// memberTest returns a test for "some item of coll equals (=) v": a plain
-// scan when coll and the number of probes are small, an eqSet index
-// otherwise, so set functions stay linear on large collections.
-func memberTest(ec *evalCtx, coll Collection, probes int) (func(Value) (bool, error), error) {
-	if len(coll)+probes <= smallSetOp {
-		return func(v Value) (bool, error) { return containsValue(coll, v), nil }, nil
-	}
-	set, err := newEqSet(ec, coll)
-	if err != nil {
-		return nil, err
-	}
-	return func(v Value) (bool, error) { return set.has(ec, v) }, nil
-}
-
-// intersect returns the distinct items of in that equal (=) an item of
-// other, in the order of in.
-func intersect(ec *evalCtx, in, other Collection) (Collection, error) {
-	inOther, err := memberTest(ec, other, len(in))
-	if err != nil {
-		return nil, err
-	}
-	var out Collection
-	dedup := &eqSet{}
-	for _, v := range in {
-		if err := ec.check(); err != nil {
-			return nil, err
-		}
-		has, err := inOther(v)
-		if err != nil {
-			return nil, err
-		}
-		if !has {
-			continue
-		}
-		added, err := dedup.add(ec, v)
-		if err != nil {
-			return nil, err
-		}
-		if added {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-// exclude returns the items of in (duplicates and order kept) that equal
-// (=) no item of other.
-func exclude(ec *evalCtx, in, other Collection) (Collection, error) {
-	inOther, err := memberTest(ec, other, len(in))
-	if err != nil {
-		return nil, err
-	}
-	var out Collection
-	for _, v := range in {
-		if err := ec.check(); err != nil {
-			return nil, err
-		}
-		has, err := inOther(v)
-		if err != nil {
-			return nil, err
-		}
-		if !has {
-			out = append(out, v)
-		}
-	}
-	return out, nil
-}
-
-// eqSet answers "is there an item equal (=) to v" without comparing v to
-// every item. Values are bucketed by a key that equal values share
-// (eqBucket); a hit is confirmed with equalValues, so the answer is
-// exactly that of containsValue. Complex nodes of the input are found by
-// identity first, and they and unkeyed values (quantities) by comparison.
-type eqSet struct {
-	buckets map[string]Collection
-	nodes   map[unsafe.Pointer]bool
-	others  Collection
-}
-
-func newEqSet(ec *evalCtx, c Collection) (*eqSet, error) {
-	s := &eqSet{buckets: make(map[string]Collection, len(c))}
-	for _, v := range c {
-		if err := ec.check(); err != nil {
-			return nil, err
-		}
-		if _, err := s.add(ec, v); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
-}
-
-// complexNode returns the identity of a complex (non-primitive) node.
-func complexNode(v Value) (unsafe.Pointer, bool) {
-	if m, ok := v.node.(map[string]any); ok && v.k == kNode && !isPrimitiveNode(v) {
-		return reflect.ValueOf(m).UnsafePointer(), true
-	}
-	return nil, false
-}
-
-func (s *eqSet) has(ec *evalCtx, v Value) (bool, error) {
-	if p, ok := complexNode(v); ok {
-		if s.nodes[p] {
-			return true, nil
-		}
-		return containsChecked(ec, s.others, v)
-	}
-	if k, ok := eqBucket(v); ok {
-		return containsChecked(ec, s.buckets[k], v)
-	}
-	return containsChecked(ec, s.others, v)
-}
-
-// add inserts v unless an equal item is present; it reports whether v
-// was new. Buckets thus hold items that are not equal to each other.
-func (s *eqSet) add(ec *evalCtx, v Value) (bool, error) {
-	has, err := s.has(ec, v)
-	if err != nil || has {
-		return false, err
-	}
-	if p, ok := complexNode(v); ok {
-		if s.nodes == nil {
-			s.nodes = map[unsafe.Pointer]bool{}
-		}
-		s.nodes[p] = true
-		s.others = append(s.others, v)
-		return true, nil
-	}
-	if k, ok := eqBucket(v); ok {
-		if s.buckets == nil {
-			s.buckets = map[string]Collection{}
-		}
-		s.buckets[k] = append(s.buckets[k], v)
-		return true, nil
-	}
-	s.others = append(s.others, v)
-	return true, nil
-}
-
-// containsChecked is containsValue honouring cancellation.
-func containsChecked(ec *evalCtx, c Collection, v Value) (bool, error) {
-	for _, w := range c {
-		if err := ec.check(); err != nil {
-			return false, err
-		}
-		if eq, ok := equalValues(w, v); ok && eq {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// eqBucket is a key shared by all values equal (=) to v; ok=false when
-// the value has none (quantities, complex values). Dates and times are
-// keyed by their datetime.EqualityKey, so that 10:00:00 and 10:00:00.000,
-// or a Date and a DateTime of the same day, share a bucket; other kinds
-// use valueKey.
-func eqBucket(v Value) (string, bool) {
-	w := toSystem(v)
-	if !isDateKind(w.k) || w.d == nil {
-		return valueKey(v)
-	}
-	return w.d.EqualityKey(), true
 }
 
 // withOther adapts a function of the input and its one collection argument
@@ -623,6 +439,12 @@ func withOther(f func(ec *evalCtx, in, other Collection) (Collection, error)) fu
 	}
 }
 
+// setFunc adapts a set function of package value (intersect, exclude,
+// union) to a function implementation.
+func setFunc(f func(value.Checker, Collection, Collection) (Collection, error)) funcImpl {
+	return withOther(func(ec *evalCtx, in, other Collection) (Collection, error) { return f(ec, in, other) })
+}
+
 // subsetFunc implements subsetOf (input ⊆ argument) and, with swap,
 // supersetOf (argument ⊆ input).
 func subsetFunc(swap bool) funcImpl {
@@ -631,10 +453,10 @@ func subsetFunc(swap bool) funcImpl {
 		if swap {
 			a, b = other, in
 		}
-		ok, err := subset(ec, a, b)
+		ok, err := value.Subset(ec, a, b)
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(ok), nil
+		return value.Bools(ok), nil
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 func (ec *evalCtx) clock() time.Time {
@@ -46,19 +47,19 @@ var utilityFuncs = map[string]funcDef{
 		return in, nil
 	}},
 	"now": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(dateValue(datetime.FromTime(ec.clock(), datetime.DateTime)))
+		return one(value.Date(datetime.FromTime(ec.clock(), datetime.DateTime)))
 	}},
 	"today": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(dateValue(datetime.FromTime(ec.clock(), datetime.Date)))
+		return one(value.Date(datetime.FromTime(ec.clock(), datetime.Date)))
 	}},
 	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(dateValue(datetime.FromTime(ec.clock(), datetime.Time)))
+		return one(value.Date(datetime.FromTime(ec.clock(), datetime.Time)))
 	}},
 	"children": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
 		var out Collection
 		var err error
 		for _, v := range in {
-			if out, err = allChildren(ec, out, v); err != nil {
+			if out, err = value.AllChildren(ec.walk(), out, v); err != nil {
 				return nil, err
 			}
 		}
@@ -73,17 +74,17 @@ var utilityFuncs = map[string]funcDef{
 			}
 			var next Collection
 			for _, v := range level {
-				if err := ec.check(); err != nil {
+				if err := ec.Check(); err != nil {
 					return nil, err
 				}
 				var err error
-				if next, err = allChildren(ec, next, v); err != nil {
+				if next, err = value.AllChildren(ec.walk(), next, v); err != nil {
 					return nil, err
 				}
 			}
 			out = append(out, next...)
 			if len(out) > ec.limits.MaxCollection {
-				return nil, errTooLarge
+				return nil, value.ErrTooLarge
 			}
 			level = next
 		}
@@ -92,7 +93,7 @@ var utilityFuncs = map[string]funcDef{
 	"type": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		out := make(Collection, 0, len(in))
 		for _, v := range in {
-			out = append(out, typeInfoValue(v))
+			out = append(out, value.TypeInfo(v))
 		}
 		return out, nil
 	}},
@@ -106,12 +107,12 @@ var fhirFuncs = map[string]funcDef{
 		}
 		var out Collection
 		for _, v := range in {
-			exts, err := children(ec, nil, v, "extension")
+			exts, err := value.Children(ec.walk(), nil, v, "extension")
 			if err != nil {
 				return nil, err
 			}
 			for _, e := range exts {
-				if m, ok := e.node.(map[string]any); ok && m["url"] == url {
+				if m, ok := e.Raw().(map[string]any); ok && m["url"] == url {
 					out = append(out, e)
 				}
 			}
@@ -120,17 +121,16 @@ var fhirFuncs = map[string]funcDef{
 	}},
 	"hasValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		if len(in) != 1 {
-			return falseColl, nil
+			return value.Bools(false), nil
 		}
-		v := in[0]
-		return boolColl(v.k == kNode && v.node != nil && isPrimitiveNode(v) && !v.tiQuantity()), nil
+		return value.Bools(value.HasValue(in[0])), nil
 	}},
 	"getValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
-		if len(in) != 1 || in[0].k != kNode || in[0].node == nil || !isPrimitiveNode(in[0]) {
+		if len(in) != 1 {
 			return nil, nil
 		}
-		v := toSystem(in[0])
-		if v.k == kNode {
+		v, ok := value.GetValue(in[0])
+		if !ok {
 			return nil, nil
 		}
 		return Collection{v}, nil
@@ -139,7 +139,7 @@ var fhirFuncs = map[string]funcDef{
 		var out Collection
 		for _, v := range in {
 			ref := ""
-			switch x := v.node.(type) {
+			switch x := v.Raw().(type) {
 			case map[string]any:
 				ref, _ = x["reference"].(string)
 			case string:
@@ -149,7 +149,7 @@ var fhirFuncs = map[string]funcDef{
 				continue
 			}
 			if r := ec.resolveRef(ref); r != nil {
-				out = append(out, nodeValue(r, nil, model.ResourceType(r)))
+				out = append(out, value.Node(r, nil, model.ResourceType(r)))
 			}
 		}
 		return out, nil
@@ -163,7 +163,7 @@ var fhirFuncs = map[string]funcDef{
 		if !ok {
 			return nil, nil
 		}
-		return boolColl(m), nil
+		return value.Bools(m), nil
 	}},
 	"conformsTo": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
 		p, ok, err := ec.argString(args[0], "conformsTo")
@@ -177,31 +177,30 @@ var fhirFuncs = map[string]funcDef{
 			if !core || model.Lookup(name) == nil {
 				return nil, fmt.Errorf("fhirpath: conformsTo(): unknown profile %q", p)
 			}
-			return boolColl(in[0].ti != nil && in[0].ti.DerivesFrom(name)), nil
+			t := value.NodeType(in[0])
+			return value.Bools(t != nil && t.DerivesFrom(name)), nil
 		}
-		c, ok := ec.conforms(ec.ctx, in[0].node, p)
+		c, ok := ec.conforms(ec.ctx, in[0].Raw(), p)
 		if !ok {
 			return nil, nil
 		}
-		return boolColl(c), nil
+		return value.Bools(c), nil
 	}},
 	"htmlChecks": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
 		if len(in) != 1 {
 			return nil, nil
 		}
-		s, _ := toStringValue(in[0])
-		return boolColl(htmlOK(s)), nil
+		s := in[0].String()
+		return value.Bools(htmlOK(s)), nil
 	}},
 }
-
-func (v Value) tiQuantity() bool { return v.ti != nil && v.ti.IsQuantity() }
 
 // resolveRef finds a referenced resource: contained (#id), a Bundle entry
 // (by fullUrl or Type/id), then the pluggable resolver.
 func (ec *evalCtx) resolveRef(ref string) map[string]any {
 	var root map[string]any
 	if len(ec.root) == 1 {
-		root, _ = ec.root[0].node.(map[string]any)
+		root, _ = ec.root[0].Raw().(map[string]any)
 	}
 	if strings.HasPrefix(ref, "#") && root != nil {
 		cs, _ := root["contained"].([]any)

@@ -2,68 +2,15 @@ package fhirpath
 
 import (
 	"fmt"
-	"math"
-	"math/big"
-	"strconv"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
-// numInput returns the single numeric input (Integer, Decimal or Quantity).
-func numInput(in Collection, fn string) (Value, bool, error) {
-	v, ok, err := singleton(in, fn+"()")
-	if !ok || err != nil {
-		return Value{}, false, err
-	}
-	v = toSystem(v)
-	switch v.k {
-	case kInt, kDec, kQty:
-		return v, true, nil
-	}
-	return Value{}, false, fmt.Errorf("fhirpath: %s() expects a number, got %s", fn, v.TypeName())
-}
-
-func floatOf(v Value) float64 {
-	if v.k == kInt {
-		return float64(v.n)
-	}
-	f, _ := v.r.Float64()
-	return f
-}
-
-// fromFloat makes a Decimal from a float result; NaN and Inf are empty,
-// and the result is bounded as every Decimal (boundDecimal).
-func fromFloat(f float64) (Collection, error) {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return nil, nil
-	}
-	r, scale, _ := readDecimal(strconv.FormatFloat(f, 'f', -1, 64))
-	return decResult(r, scale)
-}
-
-// decResult bounds a Decimal result; out of range is empty.
-func decResult(r *big.Rat, scale int) (Collection, error) {
-	d, ok, err := boundDecimal(r, scale)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return Collection{d}, nil
-}
-
-func floorRat(r *big.Rat) *big.Int {
-	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
-	_ = m
-	return q // Euclidean division with positive denominator is floor
-}
-
-func intResult(b *big.Int) (Collection, error) {
-	if !b.IsInt64() || b.Int64() > maxInt || b.Int64() < minInt {
-		return nil, nil
-	}
-	return Collection{intValue(b.Int64())}, nil
-}
-
+// mathFunc adapts a math function of one number (package value) to a
+// function implementation.
 func mathFunc(f func(v Value) (Collection, error)) funcDef {
 	return funcDef{0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
-		v, ok, err := numInput(in, "math")
+		v, ok, err := value.NumberInput(in, "math")
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -71,82 +18,38 @@ func mathFunc(f func(v Value) (Collection, error)) funcDef {
 	}}
 }
 
+// mathFunc2 adapts a math function of the input number and the number
+// its argument gives (log, power).
+func mathFunc2(name string, f func(v, arg Value) (Collection, error)) funcDef {
+	return funcDef{1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+		v, ok, err := value.NumberInput(in, name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		c, err := ec.arg(args[0])
+		if err != nil {
+			return nil, err
+		}
+		a, ok, err := value.NumberInput(c, name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		return f(v, a)
+	}}
+}
+
 var mathFuncs = map[string]funcDef{
-	"abs": mathFunc(func(v Value) (Collection, error) {
-		switch v.k {
-		case kInt:
-			if v.n < 0 {
-				return Collection{intValue(-v.n)}, nil
-			}
-			return Collection{v}, nil
-		case kDec:
-			return Collection{decValue(new(big.Rat).Abs(v.r), int(v.n))}, nil
-		}
-		w := v
-		w.r = new(big.Rat).Abs(v.r)
-		return Collection{w}, nil
-	}),
-	"ceiling": mathFunc(func(v Value) (Collection, error) {
-		if v.k == kInt {
-			return Collection{v}, nil
-		}
-		neg := new(big.Rat).Neg(v.r)
-		return intResult(new(big.Int).Neg(floorRat(neg)))
-	}),
-	"floor": mathFunc(func(v Value) (Collection, error) {
-		if v.k == kInt {
-			return Collection{v}, nil
-		}
-		return intResult(floorRat(v.r))
-	}),
-	"truncate": mathFunc(func(v Value) (Collection, error) {
-		if v.k == kInt {
-			return Collection{v}, nil
-		}
-		return intResult(new(big.Int).Quo(v.r.Num(), v.r.Denom()))
-	}),
-	"exp":  mathFunc(func(v Value) (Collection, error) { return fromFloat(math.Exp(floatOf(v))) }),
-	"ln":   mathFunc(func(v Value) (Collection, error) { return fromFloat(math.Log(floatOf(v))) }),
-	"sqrt": mathFunc(func(v Value) (Collection, error) { return fromFloat(math.Sqrt(floatOf(v))) }),
-	"log": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		v, ok, err := numInput(in, "log")
-		if err != nil || !ok {
-			return nil, err
-		}
-		c, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		b, ok, err := numInput(c, "log")
-		if err != nil || !ok {
-			return nil, err
-		}
-		return fromFloat(math.Log(floatOf(v)) / math.Log(floatOf(b)))
-	}},
-	"power": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		v, ok, err := numInput(in, "power")
-		if err != nil || !ok {
-			return nil, err
-		}
-		c, err := ec.arg(args[0])
-		if err != nil {
-			return nil, err
-		}
-		e, ok, err := numInput(c, "power")
-		if err != nil || !ok {
-			return nil, err
-		}
-		if f := math.Pow(floatOf(v), floatOf(e)); math.IsInf(f, 0) || math.Abs(f) > 1e300 {
-			return nil, nil // far outside any representable result
-		}
-		if v.k == kInt && e.k == kInt && e.n >= 0 {
-			r := new(big.Int).Exp(big.NewInt(v.n), big.NewInt(e.n), nil)
-			return intResult(r)
-		}
-		return fromFloat(math.Pow(floatOf(v), floatOf(e)))
-	}},
+	"abs":      mathFunc(value.Abs),
+	"ceiling":  mathFunc(value.Ceiling),
+	"floor":    mathFunc(value.Floor),
+	"truncate": mathFunc(value.Truncate),
+	"exp":      mathFunc(value.Exp),
+	"ln":       mathFunc(value.Ln),
+	"sqrt":     mathFunc(value.Sqrt),
+	"log":      mathFunc2("log", value.Log),
+	"power":    mathFunc2("power", value.Power),
 	"round": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		v, ok, err := numInput(in, "round")
+		v, ok, err := value.NumberInput(in, "round")
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -166,10 +69,6 @@ var mathFuncs = map[string]funcDef{
 				prec = p
 			}
 		}
-		x, _, ok := numeric(v)
-		if !ok {
-			return nil, fmt.Errorf("fhirpath: round() expects a number, got %s", v.TypeName())
-		}
-		return decResult(roundRat(x, int(prec)), int(prec))
+		return value.Round(v, prec)
 	}},
 }

@@ -1,6 +1,9 @@
 package fhirpath
 
-import "github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+import (
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
+)
 
 // Node wraps a value of decoded FHIR JSON as a typed FHIR node, to be
 // passed to Evaluate as the focus of an expression (an invariant evaluated
@@ -22,5 +25,5 @@ func Node(raw any, sibling map[string]any, typeName string) Value {
 			ti = model.ResourceType(m)
 		}
 	}
-	return nodeValue(raw, sibling, ti)
+	return value.Node(raw, sibling, ti)
 }

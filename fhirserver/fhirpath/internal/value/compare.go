@@ -1,12 +1,13 @@
-package fhirpath
+package value
 
 import (
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"reflect"
-	"sort"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
@@ -25,13 +26,13 @@ func numeric(v Value) (*big.Rat, int, bool) {
 }
 
 // equalValues implements = on two items; ok=false means empty.
-func equalValues(a, b Value) (bool, bool) {
+func Equal(a, b Value) (bool, bool) {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
 			return deepEqual(a.node, b.node, false, 0), true
 		}
 	}
-	a, b = toSystem(a), toSystem(b)
+	a, b = ToSystem(a), ToSystem(b)
 	if a.k == kNode || b.k == kNode {
 		return false, true
 	}
@@ -71,13 +72,13 @@ func isPrimitiveNode(v Value) bool {
 }
 
 // equivalentValues implements ~ on two items.
-func equivalentValues(a, b Value) bool {
+func Equivalent(a, b Value) bool {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
 			return deepEqual(a.node, b.node, true, 0)
 		}
 	}
-	a, b = toSystem(a), toSystem(b)
+	a, b = ToSystem(a), ToSystem(b)
 	if a.k == kNode || b.k == kNode {
 		return false
 	}
@@ -197,7 +198,7 @@ func sameMap(x, y map[string]any) bool {
 }
 
 // equalCollections implements = on collections.
-func equalCollections(a, b Collection) (bool, bool) {
+func EqualCollections(a, b Collection) (bool, bool) {
 	if len(a) == 0 || len(b) == 0 {
 		return false, false
 	}
@@ -205,7 +206,7 @@ func equalCollections(a, b Collection) (bool, bool) {
 		return false, true
 	}
 	for i := range a {
-		eq, ok := equalValues(a[i], b[i])
+		eq, ok := Equal(a[i], b[i])
 		if !ok {
 			return false, false
 		}
@@ -217,7 +218,7 @@ func equalCollections(a, b Collection) (bool, bool) {
 }
 
 // equivalentCollections implements ~ (order does not matter).
-func equivalentCollections(a, b Collection) bool {
+func EquivalentCollections(a, b Collection) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -225,7 +226,7 @@ func equivalentCollections(a, b Collection) bool {
 outer:
 	for _, x := range a {
 		for j, y := range b {
-			if !used[j] && equivalentValues(x, y) {
+			if !used[j] && Equivalent(x, y) {
 				used[j] = true
 				continue outer
 			}
@@ -236,8 +237,8 @@ outer:
 }
 
 // compareValues implements < > <= >= on two items; ok=false is empty.
-func compareValues(a, b Value) (int, bool, error) {
-	a, b = toSystem(a), toSystem(b)
+func Compare(a, b Value) (int, bool, error) {
+	a, b = ToSystem(a), ToSystem(b)
 	switch {
 	case (a.k == kInt || a.k == kDec) && (b.k == kInt || b.k == kDec):
 		x, _, _ := numeric(a)
@@ -253,16 +254,6 @@ func compareValues(a, b Value) (int, bool, error) {
 		return c, ok, nil
 	}
 	return 0, false, fmt.Errorf("fhirpath: cannot compare %s with %s", a.TypeName(), b.TypeName())
-}
-
-// sortedKeys returns map keys in order, for deterministic output.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // compareQuantity compares two quantities after unit conversion; ok=false
@@ -286,4 +277,86 @@ func compareQuantity(a, b Value, strict bool) (int, bool) {
 		return roundRat(a.r, s).Cmp(roundRat(bv, s)), true
 	}
 	return a.r.Cmp(bv), true
+}
+
+// nodeIdentity returns a pointer identifying the JSON element behind a
+// node: its object, or for a primitive its "_name" sibling; nil when the
+// node has no identity (a bare primitive, compared by value).
+func nodeIdentity(v Value) unsafe.Pointer {
+	if v.k != kNode {
+		return nil
+	}
+	if m, ok := v.node.(map[string]any); ok {
+		return reflect.ValueOf(m).UnsafePointer()
+	}
+	if v.ext != nil {
+		return reflect.ValueOf(v.ext).UnsafePointer()
+	}
+	return nil
+}
+
+// containsNode reports whether c holds the same input node as v.
+func containsNode(c Collection, v Value) bool {
+	p := nodeIdentity(v)
+	if p == nil {
+		return false
+	}
+	for _, w := range c {
+		if nodeIdentity(w) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// valueKey gives values that are equal the same key; ok=false for kinds
+// whose equality needs a comparison (quantities, complex values).
+func valueKey(v Value) (string, bool) {
+	v = ToSystem(v)
+	switch v.k {
+	case kBool:
+		return "b" + strconv.FormatInt(v.n, 10), true
+	case kInt:
+		return "n" + strconv.FormatInt(v.n, 10), true
+	case kDec:
+		if v.r.IsInt() {
+			return "n" + v.r.Num().String(), true
+		}
+		return "n" + v.r.RatString(), true
+	case kStr:
+		return "s" + v.s, true
+	case kDate, kDateTime, kTime:
+		return "d" + v.d.UTCString(), true
+	}
+	return "", false
+}
+
+func Contains(c Collection, v Value) bool {
+	for _, w := range c {
+		if eq, ok := Equal(w, v); ok && eq {
+			return true
+		}
+	}
+	return false
+}
+
+// complexNode returns the identity of a complex (non-primitive) node.
+func complexNode(v Value) (unsafe.Pointer, bool) {
+	if m, ok := v.node.(map[string]any); ok && v.k == kNode && !isPrimitiveNode(v) {
+		return reflect.ValueOf(m).UnsafePointer(), true
+	}
+	return nil, false
+}
+
+// eqBucket is a key shared by all values equal (=) to v; ok=false when
+// the value has none (quantities, complex values). Dates and times are
+// keyed by their datetime.EqualityKey, so that 10:00:00 and 10:00:00.000,
+// or a Date and a DateTime of the same day, share a bucket; other kinds
+// use valueKey.
+func eqBucket(v Value) (string, bool) {
+	w := ToSystem(v)
+	if !isDateKind(w.k) || w.d == nil {
+		return valueKey(v)
+	}
+	return w.d.EqualityKey(), true
 }

@@ -1,14 +1,23 @@
-package fhirpath
+package value
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
 )
 
-// nodeValue wraps a decoded JSON value as a FHIR node of type ti.
-func nodeValue(n any, ext map[string]any, ti *model.Type) Value {
+// Walk bounds a walk through the input: MaxCollection is the largest
+// collection it may build; with Strict, a name the type does not have is
+// an error rather than empty.
+type Walk struct {
+	MaxCollection int
+	Strict        bool
+}
+
+// Node wraps a decoded JSON value as a FHIR node of type ti.
+func Node(n any, ext map[string]any, ti *model.Type) Value {
 	if ti != nil && (ti.Name() == "Resource" || ti.Name() == "DomainResource") {
 		if m, ok := n.(map[string]any); ok {
 			if rt := model.ResourceType(m); rt != nil {
@@ -19,8 +28,8 @@ func nodeValue(n any, ext map[string]any, ti *model.Type) Value {
 	return Value{k: kNode, node: n, ext: ext, ti: ti}
 }
 
-// children appends the values of the named child of v to out.
-func children(ec *evalCtx, out Collection, v Value, name string) (Collection, error) {
+// Children appends the values of the named child of v to out.
+func Children(w Walk, out Collection, v Value, name string) (Collection, error) {
 	if v.k != kNode {
 		return out, nil
 	}
@@ -28,22 +37,22 @@ func children(ec *evalCtx, out Collection, v Value, name string) (Collection, er
 	if !ok {
 		// primitives: id and extension live in the _element sibling
 		if v.ext != nil && (name == "extension" || name == "id") {
-			return appendRaw(ec, out, v.ext[name], nil, v.ti.ElemType(name, 0))
+			return appendRaw(w, out, v.ext[name], nil, v.ti.ElemType(name, 0))
 		}
 		return out, nil
 	}
 	if v.ti == nil {
-		return childrenUntyped(ec, out, m, name)
+		return childrenUntyped(w, out, m, name)
 	}
 	e := v.ti.Elem(name)
 	if e == nil {
-		if ec != nil && v.ti.Kind() != "logical" && name != "" {
-			if name[0] >= 'A' && name[0] <= 'Z' && !ec.strict {
+		if v.ti.Kind() != "logical" && name != "" {
+			if name[0] >= 'A' && name[0] <= 'Z' && !w.Strict {
 				if model.Lookup(name) != nil {
 					return out, nil // a type filter that does not match
 				}
 			}
-			if ec.strict || v.ti.ChoiceType(name) != nil {
+			if w.Strict || v.ti.ChoiceType(name) != nil {
 				return out, fmt.Errorf("fhirpath: %s has no element %q", v.ti.Name(), name)
 			}
 		}
@@ -66,19 +75,19 @@ func children(ec *evalCtx, out Collection, v Value, name string) (Collection, er
 		if !ok && ext == nil {
 			continue
 		}
-		return appendRaw(ec, out, raw, ext, t)
+		return appendRaw(w, out, raw, ext, t)
 	}
 	return out, nil
 }
 
 // appendRaw appends a JSON value (array or single) with its aligned
 // _element sibling.
-func appendRaw(ec *evalCtx, out Collection, raw, ext any, t *model.Type) (Collection, error) {
+func appendRaw(w Walk, out Collection, raw, ext any, t *model.Type) (Collection, error) {
 	switch x := raw.(type) {
 	case []any:
 		exts, _ := ext.([]any)
-		if ec != nil && len(out)+len(x) > ec.limits.MaxCollection {
-			return out, errTooLarge
+		if len(out)+len(x) > w.MaxCollection {
+			return out, ErrTooLarge
 		}
 		if cap(out)-len(out) < len(x) {
 			// grow once for the whole array (doubling keeps long walks linear)
@@ -92,34 +101,34 @@ func appendRaw(ec *evalCtx, out Collection, raw, ext any, t *model.Type) (Collec
 			if item == nil && em == nil {
 				continue
 			}
-			out = append(out, nodeValue(item, em, t))
+			out = append(out, Node(item, em, t))
 		}
 	case nil:
 		switch y := ext.(type) {
 		case map[string]any:
-			out = append(out, nodeValue(nil, y, t))
+			out = append(out, Node(nil, y, t))
 		case []any:
 			for _, e := range y {
 				if em, ok := e.(map[string]any); ok {
-					out = append(out, nodeValue(nil, em, t))
+					out = append(out, Node(nil, em, t))
 				}
 			}
 		}
 	default:
 		em, _ := ext.(map[string]any)
-		out = append(out, nodeValue(raw, em, t))
+		out = append(out, Node(raw, em, t))
 	}
 	return out, nil
 }
 
 // childrenUntyped navigates JSON whose type is unknown: the key itself,
 // or a choice key name+Type.
-func childrenUntyped(ec *evalCtx, out Collection, m map[string]any, name string) (Collection, error) {
+func childrenUntyped(w Walk, out Collection, m map[string]any, name string) (Collection, error) {
 	if raw, ok := m[name]; ok {
-		return appendRaw(ec, out, raw, m["_"+name], untypedGuess(raw))
+		return appendRaw(w, out, raw, m["_"+name], untypedGuess(raw))
 	}
 	if ext, ok := m["_"+name]; ok {
-		return appendRaw(ec, out, nil, ext, nil)
+		return appendRaw(w, out, nil, ext, nil)
 	}
 	// Several matching choice keys are invalid FHIR; take the first in
 	// sorted order so the result does not depend on map iteration.
@@ -140,7 +149,7 @@ func childrenUntyped(ec *evalCtx, out Collection, m map[string]any, name string)
 			t = model.Lookup(strings.ToLower(tn[:1]) + tn[1:])
 		}
 	}
-	return appendRaw(ec, out, m[key], m["_"+key], t)
+	return appendRaw(w, out, m[key], m["_"+key], t)
 }
 
 func untypedGuess(raw any) *model.Type {
@@ -150,9 +159,9 @@ func untypedGuess(raw any) *model.Type {
 	return nil
 }
 
-// allChildren appends every child element of v, in JSON key order of the
+// AllChildren appends every child element of v, in JSON key order of the
 // definition when typed (map order otherwise is random, so keys are sorted).
-func allChildren(ec *evalCtx, out Collection, v Value) (Collection, error) {
+func AllChildren(w Walk, out Collection, v Value) (Collection, error) {
 	if v.k != kNode {
 		return out, nil
 	}
@@ -161,7 +170,7 @@ func allChildren(ec *evalCtx, out Collection, v Value) (Collection, error) {
 		if v.ext != nil {
 			for _, k := range []string{"id", "extension"} {
 				var err error
-				if out, err = appendRaw(ec, out, v.ext[k], nil, v.ti.ElemType(k, 0)); err != nil {
+				if out, err = appendRaw(w, out, v.ext[k], nil, v.ti.ElemType(k, 0)); err != nil {
 					return out, err
 				}
 			}
@@ -186,7 +195,7 @@ func allChildren(ec *evalCtx, out Collection, v Value) (Collection, error) {
 					t = ts[0]
 				}
 				var err error
-				if out, err = appendRaw(ec, out, raw, ext, t); err != nil {
+				if out, err = appendRaw(w, out, raw, ext, t); err != nil {
 					return out, err
 				}
 			}
@@ -216,9 +225,19 @@ func allChildren(ec *evalCtx, out Collection, v Value) (Collection, error) {
 			t = untypedGuess(m[name])
 		}
 		var err error
-		if out, err = appendRaw(ec, out, m[name], m["_"+name], t); err != nil {
+		if out, err = appendRaw(w, out, m[name], m["_"+name], t); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// sortedKeys returns map keys in order, for deterministic output.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
