@@ -2,9 +2,9 @@
 // them: a Value is a System value (Boolean, Integer, Decimal, String,
 // Date, DateTime, Time, Quantity) or a node of the decoded FHIR JSON with
 // its type; this package converts nodes to System values, renders values,
-// compares them (=, ~, <), computes with them, converts between types,
-// tests types, walks the children of nodes, and applies the set functions
-// under FHIRPath equality.
+// compares them (=, ~, <), computes with them (operators and the math
+// functions), converts between types, tests types, and applies the set
+// functions under FHIRPath equality.
 package value
 
 import (
@@ -474,4 +474,16 @@ func Of(v any) Collection {
 		return Collection{Node(x, nil, model.ResourceType(x))}
 	}
 	return Collection{untypedSystem(v, Value{})}
+}
+
+// Node wraps a decoded JSON value as a FHIR node of type ti.
+func Node(n any, ext map[string]any, ti *model.Type) Value {
+	if ti != nil && (ti.Name() == "Resource" || ti.Name() == "DomainResource") {
+		if m, ok := n.(map[string]any); ok {
+			if rt := model.ResourceType(m); rt != nil {
+				ti = rt
+			}
+		}
+	}
+	return Value{k: kNode, node: n, ext: ext, ti: ti}
 }

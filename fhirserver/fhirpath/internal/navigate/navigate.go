@@ -1,4 +1,8 @@
-package value
+// Package navigate walks decoded FHIR JSON by the type model: the
+// children of a node by name (choice elements by their base name,
+// primitives with their "_name" siblings, untyped JSON by its keys) and
+// all its children in definition order, as the nodes of package value.
+package navigate
 
 import (
 	"fmt"
@@ -6,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // Walk bounds a walk through the input: MaxCollection is the largest
@@ -16,44 +21,33 @@ type Walk struct {
 	Strict        bool
 }
 
-// Node wraps a decoded JSON value as a FHIR node of type ti.
-func Node(n any, ext map[string]any, ti *model.Type) Value {
-	if ti != nil && (ti.Name() == "Resource" || ti.Name() == "DomainResource") {
-		if m, ok := n.(map[string]any); ok {
-			if rt := model.ResourceType(m); rt != nil {
-				ti = rt
-			}
-		}
-	}
-	return Value{k: kNode, node: n, ext: ext, ti: ti}
-}
-
 // Children appends the values of the named child of v to out.
-func Children(w Walk, out Collection, v Value, name string) (Collection, error) {
-	if v.k != kNode {
+func Children(w Walk, out value.Collection, v value.Value, name string) (value.Collection, error) {
+	if v.IsSystem() {
 		return out, nil
 	}
-	m, ok := v.node.(map[string]any)
+	vt := value.NodeType(v)
+	m, ok := v.Raw().(map[string]any)
 	if !ok {
 		// primitives: id and extension live in the _element sibling
-		if v.ext != nil && (name == "extension" || name == "id") {
-			return appendRaw(w, out, v.ext[name], nil, v.ti.ElemType(name, 0))
+		if ext := v.Sibling(); ext != nil && (name == "extension" || name == "id") {
+			return appendRaw(w, out, ext[name], nil, vt.ElemType(name, 0))
 		}
 		return out, nil
 	}
-	if v.ti == nil {
+	if vt == nil {
 		return childrenUntyped(w, out, m, name)
 	}
-	e := v.ti.Elem(name)
+	e := vt.Elem(name)
 	if e == nil {
-		if v.ti.Kind() != "logical" && name != "" {
+		if vt.Kind() != "logical" && name != "" {
 			if name[0] >= 'A' && name[0] <= 'Z' && !w.Strict {
 				if model.Lookup(name) != nil {
 					return out, nil // a type filter that does not match
 				}
 			}
-			if w.Strict || v.ti.ChoiceType(name) != nil {
-				return out, fmt.Errorf("fhirpath: %s has no element %q", v.ti.Name(), name)
+			if w.Strict || vt.ChoiceType(name) != nil {
+				return out, fmt.Errorf("fhirpath: %s has no element %q", vt.Name(), name)
 			}
 		}
 		return out, nil
@@ -82,16 +76,16 @@ func Children(w Walk, out Collection, v Value, name string) (Collection, error) 
 
 // appendRaw appends a JSON value (array or single) with its aligned
 // _element sibling.
-func appendRaw(w Walk, out Collection, raw, ext any, t *model.Type) (Collection, error) {
+func appendRaw(w Walk, out value.Collection, raw, ext any, t *model.Type) (value.Collection, error) {
 	switch x := raw.(type) {
 	case []any:
 		exts, _ := ext.([]any)
 		if len(out)+len(x) > w.MaxCollection {
-			return out, ErrTooLarge
+			return out, value.ErrTooLarge
 		}
 		if cap(out)-len(out) < len(x) {
 			// grow once for the whole array (doubling keeps long walks linear)
-			out = append(make(Collection, 0, max(len(out)+len(x), 2*cap(out))), out...)
+			out = append(make(value.Collection, 0, max(len(out)+len(x), 2*cap(out))), out...)
 		}
 		for i, item := range x {
 			var em map[string]any
@@ -101,29 +95,29 @@ func appendRaw(w Walk, out Collection, raw, ext any, t *model.Type) (Collection,
 			if item == nil && em == nil {
 				continue
 			}
-			out = append(out, Node(item, em, t))
+			out = append(out, value.Node(item, em, t))
 		}
 	case nil:
 		switch y := ext.(type) {
 		case map[string]any:
-			out = append(out, Node(nil, y, t))
+			out = append(out, value.Node(nil, y, t))
 		case []any:
 			for _, e := range y {
 				if em, ok := e.(map[string]any); ok {
-					out = append(out, Node(nil, em, t))
+					out = append(out, value.Node(nil, em, t))
 				}
 			}
 		}
 	default:
 		em, _ := ext.(map[string]any)
-		out = append(out, Node(raw, em, t))
+		out = append(out, value.Node(raw, em, t))
 	}
 	return out, nil
 }
 
 // childrenUntyped navigates JSON whose type is unknown: the key itself,
 // or a choice key name+Type.
-func childrenUntyped(w Walk, out Collection, m map[string]any, name string) (Collection, error) {
+func childrenUntyped(w Walk, out value.Collection, m map[string]any, name string) (value.Collection, error) {
 	if raw, ok := m[name]; ok {
 		return appendRaw(w, out, raw, m["_"+name], untypedGuess(raw))
 	}
@@ -161,26 +155,27 @@ func untypedGuess(raw any) *model.Type {
 
 // AllChildren appends every child element of v, in JSON key order of the
 // definition when typed (map order otherwise is random, so keys are sorted).
-func AllChildren(w Walk, out Collection, v Value) (Collection, error) {
-	if v.k != kNode {
+func AllChildren(w Walk, out value.Collection, v value.Value) (value.Collection, error) {
+	if v.IsSystem() {
 		return out, nil
 	}
-	m, ok := v.node.(map[string]any)
+	vt := value.NodeType(v)
+	m, ok := v.Raw().(map[string]any)
 	if !ok {
-		if v.ext != nil {
+		if ext := v.Sibling(); ext != nil {
 			for _, k := range []string{"id", "extension"} {
 				var err error
-				if out, err = appendRaw(w, out, v.ext[k], nil, v.ti.ElemType(k, 0)); err != nil {
+				if out, err = appendRaw(w, out, ext[k], nil, vt.ElemType(k, 0)); err != nil {
 					return out, err
 				}
 			}
 		}
 		return out, nil
 	}
-	if v.ti != nil {
+	if vt != nil {
 		// Typed: walk the definition, which gives a stable order without
 		// sorting the keys.
-		for _, e := range v.ti.Elements() {
+		for _, e := range vt.Elements() {
 			ts := e.Types()
 			for i, key := range e.Keys() {
 				raw, ok := m[key]
@@ -215,11 +210,11 @@ func AllChildren(w Walk, out Collection, v Value) (Collection, error) {
 			name = name[1:]
 		}
 		var t *model.Type
-		if v.ti != nil {
-			if e := v.ti.Elem(name); e != nil {
-				t = v.ti.ElemType(name, 0)
+		if vt != nil {
+			if e := vt.Elem(name); e != nil {
+				t = vt.ElemType(name, 0)
 			} else {
-				t = v.ti.ChoiceType(name)
+				t = vt.ChoiceType(name)
 			}
 		} else {
 			t = untypedGuess(m[name])

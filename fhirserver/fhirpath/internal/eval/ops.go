@@ -1,4 +1,4 @@
-package fhirpath
+package eval
 
 import (
 	"fmt"
@@ -6,16 +6,16 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
-type binFunc func(ec *evalCtx, l, r Collection) (Collection, error)
+type binFunc func(ec *Context, l, r value.Collection) (value.Collection, error)
 
 // binNode evaluates both operands on the same focus, then applies op.
 type binNode struct {
 	op          string
-	left, right node
+	left, right Node
 	fn          binFunc
 }
 
-func (n *binNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+func (n *binNode) eval(ec *Context, in value.Collection) (value.Collection, error) {
 	l, err := n.left.eval(ec, in)
 	if err != nil {
 		return nil, err
@@ -31,10 +31,10 @@ func (n *binNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 // right side only when needed.
 type logicNode struct {
 	op          string
-	left, right node
+	left, right Node
 }
 
-func (n *logicNode) eval(ec *evalCtx, in Collection) (Collection, error) {
+func (n *logicNode) eval(ec *Context, in value.Collection) (value.Collection, error) {
 	l, err := n.left.eval(ec, in)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (n *logicNode) eval(ec *evalCtx, in Collection) (Collection, error) {
 	return nil, nil
 }
 
-func newBinary(op string, l, r node) (node, error) {
+func newBinary(op string, l, r Node) (Node, error) {
 	switch op {
 	case "and", "or", "xor", "implies":
 		return &logicNode{op: op, left: l, right: r}, nil
@@ -111,40 +111,40 @@ var binaryOps map[string]binFunc
 
 func init() {
 	binaryOps = map[string]binFunc{
-		"=": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"=": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			eq, ok := value.EqualCollections(l, r)
 			if !ok {
 				return nil, nil
 			}
 			return value.Bools(eq), nil
 		},
-		"!=": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"!=": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			eq, ok := value.EqualCollections(l, r)
 			if !ok {
 				return nil, nil
 			}
 			return value.Bools(!eq), nil
 		},
-		"~": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"~": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			return value.Bools(value.EquivalentCollections(l, r)), nil
 		},
-		"!~": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"!~": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			return value.Bools(!value.EquivalentCollections(l, r)), nil
 		},
 		"<":  compareOp(func(c int) bool { return c < 0 }),
 		"<=": compareOp(func(c int) bool { return c <= 0 }),
 		">":  compareOp(func(c int) bool { return c > 0 }),
 		">=": compareOp(func(c int) bool { return c >= 0 }),
-		"|": func(ec *evalCtx, l, r Collection) (Collection, error) {
+		"|": func(ec *Context, l, r value.Collection) (value.Collection, error) {
 			return value.Union(ec, l, r)
 		},
-		"in": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"in": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			return membership(l, r, "in")
 		},
-		"contains": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"contains": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			return membership(r, l, "contains")
 		},
-		"&": func(_ *evalCtx, l, r Collection) (Collection, error) {
+		"&": func(_ *Context, l, r value.Collection) (value.Collection, error) {
 			a, b := "", ""
 			if v, ok, err := value.Singleton(l, "&"); err != nil {
 				return nil, err
@@ -159,7 +159,7 @@ func init() {
 			if len(a)+len(b) > value.MaxStringLen {
 				return nil, value.ErrTooLarge
 			}
-			return Collection{value.String(a + b)}, nil
+			return value.Collection{value.String(a + b)}, nil
 		},
 		"+":   arithOp("+"),
 		"-":   arithOp("-"),
@@ -171,7 +171,7 @@ func init() {
 }
 
 func compareOp(test func(int) bool) binFunc {
-	return func(_ *evalCtx, l, r Collection) (Collection, error) {
+	return func(_ *Context, l, r value.Collection) (value.Collection, error) {
 		a, ok, err := value.Singleton(l, "comparison")
 		if err != nil || !ok {
 			return nil, err
@@ -188,7 +188,7 @@ func compareOp(test func(int) bool) binFunc {
 	}
 }
 
-func membership(item, coll Collection, op string) (Collection, error) {
+func membership(item, coll value.Collection, op string) (value.Collection, error) {
 	v, ok, err := value.Singleton(item, op)
 	if err != nil || !ok {
 		return nil, err
@@ -202,7 +202,7 @@ func membership(item, coll Collection, op string) (Collection, error) {
 }
 
 func arithOp(op string) binFunc {
-	return func(_ *evalCtx, l, r Collection) (Collection, error) {
+	return func(_ *Context, l, r value.Collection) (value.Collection, error) {
 		a, ok, err := value.Singleton(l, op)
 		if err != nil || !ok {
 			return nil, err
@@ -215,6 +215,6 @@ func arithOp(op string) binFunc {
 		if err != nil || !ok {
 			return nil, err
 		}
-		return Collection{v}, nil
+		return value.Collection{v}, nil
 	}
 }

@@ -1,34 +1,28 @@
-package fhirpath
+package functions
 
 import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/eval"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/navigate"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
-func (ec *evalCtx) clock() time.Time {
-	if ec.now.IsZero() {
-		ec.now = time.Now()
-	}
-	return ec.now
-}
-
 var utilityFuncs = map[string]funcDef{
-	"trace": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		name, _, err := ec.argString(args[0], "trace")
+	"trace": {1, 2, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
+		name, _, err := ec.ArgString(args[0], "trace")
 		if err != nil {
 			return nil, err
 		}
 		shown := in
 		if len(args) == 2 {
-			var out Collection
+			var out value.Collection
 			for i, v := range in {
-				c, err := ec.withItem(args[1], v, i)
+				c, err := ec.WithItem(args[1], v, i)
 				if err != nil {
 					return nil, err
 				}
@@ -36,62 +30,62 @@ var utilityFuncs = map[string]funcDef{
 			}
 			shown = out
 		}
-		l := ec.logger
+		l := ec.Logger
 		if l == nil {
 			l = slog.Default()
 		}
-		if l.Enabled(ec.ctx, slog.LevelDebug) {
+		if l.Enabled(ec.Ctx(), slog.LevelDebug) {
 			b, _ := shown.MarshalJSON()
-			l.DebugContext(ec.ctx, "fhirpath trace", "name", name, "value", string(b))
+			l.DebugContext(ec.Ctx(), "fhirpath trace", "name", name, "value", string(b))
 		}
 		return in, nil
 	}},
-	"now": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(value.Date(datetime.FromTime(ec.clock(), datetime.DateTime)))
+	"now": {0, 0, func(ec *eval.Context, _ value.Collection, _ []eval.Node) (value.Collection, error) {
+		return one(value.Date(datetime.FromTime(ec.Clock(), datetime.DateTime)))
 	}},
-	"today": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(value.Date(datetime.FromTime(ec.clock(), datetime.Date)))
+	"today": {0, 0, func(ec *eval.Context, _ value.Collection, _ []eval.Node) (value.Collection, error) {
+		return one(value.Date(datetime.FromTime(ec.Clock(), datetime.Date)))
 	}},
-	"timeOfDay": {0, 0, func(ec *evalCtx, _ Collection, _ []node) (Collection, error) {
-		return one(value.Date(datetime.FromTime(ec.clock(), datetime.Time)))
+	"timeOfDay": {0, 0, func(ec *eval.Context, _ value.Collection, _ []eval.Node) (value.Collection, error) {
+		return one(value.Date(datetime.FromTime(ec.Clock(), datetime.Time)))
 	}},
-	"children": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-		var out Collection
+	"children": {0, 0, func(ec *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
+		var out value.Collection
 		var err error
 		for _, v := range in {
-			if out, err = value.AllChildren(ec.walk(), out, v); err != nil {
+			if out, err = navigate.AllChildren(ec.Walk(), out, v); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
 	}},
-	"descendants": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-		var out Collection
+	"descendants": {0, 0, func(ec *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
+		var out value.Collection
 		level := in
 		for depth := 0; len(level) > 0; depth++ {
-			if depth > ec.limits.MaxDepth {
-				return nil, errTooDeep
+			if depth > ec.Limits.MaxDepth {
+				return nil, eval.ErrTooDeep
 			}
-			var next Collection
+			var next value.Collection
 			for _, v := range level {
 				if err := ec.Check(); err != nil {
 					return nil, err
 				}
 				var err error
-				if next, err = value.AllChildren(ec.walk(), next, v); err != nil {
+				if next, err = navigate.AllChildren(ec.Walk(), next, v); err != nil {
 					return nil, err
 				}
 			}
 			out = append(out, next...)
-			if len(out) > ec.limits.MaxCollection {
+			if len(out) > ec.Limits.MaxCollection {
 				return nil, value.ErrTooLarge
 			}
 			level = next
 		}
 		return out, nil
 	}},
-	"type": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
-		out := make(Collection, 0, len(in))
+	"type": {0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
+		out := make(value.Collection, 0, len(in))
 		for _, v := range in {
 			out = append(out, value.TypeInfo(v))
 		}
@@ -100,14 +94,14 @@ var utilityFuncs = map[string]funcDef{
 }
 
 var fhirFuncs = map[string]funcDef{
-	"extension": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		url, ok, err := ec.argString(args[0], "extension")
+	"extension": {1, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
+		url, ok, err := ec.ArgString(args[0], "extension")
 		if err != nil || !ok {
 			return nil, err
 		}
-		var out Collection
+		var out value.Collection
 		for _, v := range in {
-			exts, err := value.Children(ec.walk(), nil, v, "extension")
+			exts, err := navigate.Children(ec.Walk(), nil, v, "extension")
 			if err != nil {
 				return nil, err
 			}
@@ -119,13 +113,13 @@ var fhirFuncs = map[string]funcDef{
 		}
 		return out, nil
 	}},
-	"hasValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+	"hasValue": {0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		if len(in) != 1 {
 			return value.Bools(false), nil
 		}
 		return value.Bools(value.HasValue(in[0])), nil
 	}},
-	"getValue": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+	"getValue": {0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		if len(in) != 1 {
 			return nil, nil
 		}
@@ -133,10 +127,10 @@ var fhirFuncs = map[string]funcDef{
 		if !ok {
 			return nil, nil
 		}
-		return Collection{v}, nil
+		return value.Collection{v}, nil
 	}},
-	"resolve": {0, 0, func(ec *evalCtx, in Collection, _ []node) (Collection, error) {
-		var out Collection
+	"resolve": {0, 0, func(ec *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
+		var out value.Collection
 		for _, v := range in {
 			ref := ""
 			switch x := v.Raw().(type) {
@@ -148,29 +142,29 @@ var fhirFuncs = map[string]funcDef{
 			if ref == "" {
 				continue
 			}
-			if r := ec.resolveRef(ref); r != nil {
+			if r := resolveRef(ec, ref); r != nil {
 				out = append(out, value.Node(r, nil, model.ResourceType(r)))
 			}
 		}
 		return out, nil
 	}},
-	"memberOf": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		vs, ok, err := ec.argString(args[0], "memberOf")
-		if err != nil || !ok || ec.term == nil || len(in) != 1 {
+	"memberOf": {1, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
+		vs, ok, err := ec.ArgString(args[0], "memberOf")
+		if err != nil || !ok || ec.Terminology == nil || len(in) != 1 {
 			return nil, err
 		}
-		m, ok := ec.term.MemberOf(ec.ctx, in[0], vs)
+		m, ok := ec.Terminology.MemberOf(ec.Ctx(), in[0], vs)
 		if !ok {
 			return nil, nil
 		}
 		return value.Bools(m), nil
 	}},
-	"conformsTo": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
-		p, ok, err := ec.argString(args[0], "conformsTo")
+	"conformsTo": {1, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
+		p, ok, err := ec.ArgString(args[0], "conformsTo")
 		if err != nil || !ok || len(in) != 1 {
 			return nil, err
 		}
-		if ec.conforms == nil {
+		if ec.ConformsTo == nil {
 			// Without a validator hook, only core definitions are known: a
 			// resource conforms to its own type and its base types.
 			name, core := strings.CutPrefix(p, "http://hl7.org/fhir/StructureDefinition/")
@@ -180,13 +174,13 @@ var fhirFuncs = map[string]funcDef{
 			t := value.NodeType(in[0])
 			return value.Bools(t != nil && t.DerivesFrom(name)), nil
 		}
-		c, ok := ec.conforms(ec.ctx, in[0].Raw(), p)
+		c, ok := ec.ConformsTo(ec.Ctx(), in[0].Raw(), p)
 		if !ok {
 			return nil, nil
 		}
 		return value.Bools(c), nil
 	}},
-	"htmlChecks": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+	"htmlChecks": {0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		if len(in) != 1 {
 			return nil, nil
 		}
@@ -197,10 +191,10 @@ var fhirFuncs = map[string]funcDef{
 
 // resolveRef finds a referenced resource: contained (#id), a Bundle entry
 // (by fullUrl or Type/id), then the pluggable resolver.
-func (ec *evalCtx) resolveRef(ref string) map[string]any {
+func resolveRef(ec *eval.Context, ref string) map[string]any {
 	var root map[string]any
-	if len(ec.root) == 1 {
-		root, _ = ec.root[0].Raw().(map[string]any)
+	if len(ec.Root()) == 1 {
+		root, _ = ec.Root()[0].Raw().(map[string]any)
 	}
 	if strings.HasPrefix(ref, "#") && root != nil {
 		cs, _ := root["contained"].([]any)
@@ -225,8 +219,8 @@ func (ec *evalCtx) resolveRef(ref string) map[string]any {
 			}
 		}
 	}
-	if ec.resolver != nil {
-		r, err := ec.resolver(ec.ctx, ref)
+	if ec.Resolver != nil {
+		r, err := ec.Resolver(ec.Ctx(), ref)
 		if err == nil {
 			if m, ok := r.(map[string]any); ok {
 				return m

@@ -1,17 +1,18 @@
-package fhirpath
+package functions
 
 import (
 	"slices"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/eval"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // Functions from the later FHIRPath drafts that the R4 test suite uses:
 // sort, precision, lowBoundary, highBoundary, comparable.
 var extraFuncs = map[string]funcDef{
-	"sort": {0, 8, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"sort": {0, 8, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		type key struct {
-			vals []*Value // nil for an empty key
+			vals []*value.Value // nil for an empty key
 		}
 		keys := make([]key, len(in))
 		for i, v := range in {
@@ -19,21 +20,21 @@ var extraFuncs = map[string]funcDef{
 				return nil, err
 			}
 			if len(args) == 0 {
-				keys[i].vals = []*Value{&in[i]}
+				keys[i].vals = []*value.Value{&in[i]}
 				continue
 			}
 			for _, a := range args {
-				if neg, ok := a.(*negNode); ok {
-					a = neg.operand
+				if operand, ok := eval.Negated(a); ok {
+					a = operand
 				}
-				c, err := ec.withItem(a, v, i)
+				c, err := ec.WithItem(a, v, i)
 				if err != nil {
 					return nil, err
 				}
 				if len(c) > 1 {
 					return nil, value.ErrSingleton("sort() key")
 				}
-				var kv *Value
+				var kv *value.Value
 				if len(c) == 1 {
 					kv = &c[0]
 				}
@@ -50,7 +51,7 @@ var extraFuncs = map[string]funcDef{
 				a, b := keys[x].vals[j], keys[y].vals[j]
 				desc := false
 				if j < len(args) {
-					_, desc = args[j].(*negNode)
+					_, desc = eval.Negated(args[j])
 				}
 				var c int
 				// Empty keys sort first in both directions.
@@ -80,13 +81,13 @@ var extraFuncs = map[string]funcDef{
 		if sortErr != nil {
 			return nil, sortErr
 		}
-		out := make(Collection, len(in))
+		out := make(value.Collection, len(in))
 		for i, j := range idx {
 			out[i] = in[j]
 		}
 		return out, nil
 	}},
-	"precision": {0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+	"precision": {0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "precision()")
 		if err != nil || !ok {
 			return nil, err
@@ -98,12 +99,12 @@ var extraFuncs = map[string]funcDef{
 	}},
 	"lowBoundary":  {0, 1, boundary(false)},
 	"highBoundary": {0, 1, boundary(true)},
-	"comparable": {1, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"comparable": {1, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "comparable()")
 		if err != nil || !ok {
 			return nil, err
 		}
-		c, err := ec.arg(args[0])
+		c, err := ec.Arg(args[0])
 		if err != nil {
 			return nil, err
 		}
@@ -120,15 +121,15 @@ var extraFuncs = map[string]funcDef{
 }
 
 // boundary implements lowBoundary() and, with high, highBoundary().
-func boundary(high bool) funcImpl {
-	return func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+func boundary(high bool) eval.Func {
+	return func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "boundary")
 		if err != nil || !ok {
 			return nil, err
 		}
 		p := int64(-1)
 		if len(args) == 1 {
-			n, ok, err := ec.argInt(args[0])
+			n, ok, err := ec.ArgInt(args[0])
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package fhirpath
+package functions
 
 import (
 	"encoding/base64"
@@ -11,20 +11,21 @@ import (
 	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/eval"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // strFunc adapts a function of the input string and evaluated string
 // arguments.
-func strFunc(nargs int, f func(s string, args []string) (Collection, error)) funcDef {
-	return funcDef{nargs, nargs, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+func strFunc(nargs int, f func(s string, args []string) (value.Collection, error)) funcDef {
+	return funcDef{nargs, nargs, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		s, ok, err := inputString(in, "string function")
 		if err != nil || !ok {
 			return nil, err
 		}
 		vals := make([]string, len(args))
 		for i, a := range args {
-			v, ok, err := ec.argString(a, "string function")
+			v, ok, err := ec.ArgString(a, "string function")
 			if err != nil || !ok {
 				return nil, err
 			}
@@ -34,7 +35,7 @@ func strFunc(nargs int, f func(s string, args []string) (Collection, error)) fun
 	}}
 }
 
-func one(v Value) (Collection, error) { return Collection{v}, nil }
+func one(v value.Value) (value.Collection, error) { return value.Collection{v}, nil }
 
 // regexCache keeps compiled patterns (and the errors of bad ones), least
 // recently used out first, so that patterns built from data cannot exhaust
@@ -77,26 +78,26 @@ func compileRegex(p string) (*regexp.Regexp, error) {
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
 
 var stringFuncs = map[string]funcDef{
-	"matchesFull": strFunc(1, func(s string, a []string) (Collection, error) {
+	"matchesFull": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		re, err := compileRegex("^(?:" + a[0] + ")$")
 		if err != nil {
 			return nil, err
 		}
 		return value.Bools(re.MatchString(s)), nil
 	}),
-	"indexOf": strFunc(1, func(s string, a []string) (Collection, error) {
+	"indexOf": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		i := strings.Index(s, a[0])
 		if i >= 0 {
 			i = utf8.RuneCountInString(s[:i])
 		}
 		return one(value.Int(int64(i)))
 	}),
-	"substring": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"substring": {1, 2, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		s, ok, err := inputString(in, "substring")
 		if err != nil || !ok {
 			return nil, err
 		}
-		start, ok, err := ec.argInt(args[0])
+		start, ok, err := ec.ArgInt(args[0])
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -106,7 +107,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		end := int64(len(r))
 		if len(args) == 2 {
-			n, ok, err := ec.argInt(args[1])
+			n, ok, err := ec.ArgInt(args[1])
 			if err != nil {
 				return nil, err
 			}
@@ -119,41 +120,45 @@ var stringFuncs = map[string]funcDef{
 		}
 		return one(value.String(string(r[start:end])))
 	}},
-	"startsWith": strFunc(1, func(s string, a []string) (Collection, error) { return value.Bools(strings.HasPrefix(s, a[0])), nil }),
-	"endsWith":   strFunc(1, func(s string, a []string) (Collection, error) { return value.Bools(strings.HasSuffix(s, a[0])), nil }),
-	"contains": strFunc(1, func(s string, a []string) (Collection, error) {
+	"startsWith": strFunc(1, func(s string, a []string) (value.Collection, error) {
+		return value.Bools(strings.HasPrefix(s, a[0])), nil
+	}),
+	"endsWith": strFunc(1, func(s string, a []string) (value.Collection, error) {
+		return value.Bools(strings.HasSuffix(s, a[0])), nil
+	}),
+	"contains": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		return value.Bools(strings.Contains(s, a[0])), nil
 	}),
-	"upper": strFunc(0, func(s string, _ []string) (Collection, error) { return one(value.String(strings.ToUpper(s))) }),
-	"lower": strFunc(0, func(s string, _ []string) (Collection, error) { return one(value.String(strings.ToLower(s))) }),
-	"trim":  strFunc(0, func(s string, _ []string) (Collection, error) { return one(value.String(strings.TrimSpace(s))) }),
-	"length": strFunc(0, func(s string, _ []string) (Collection, error) {
+	"upper": strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.ToUpper(s))) }),
+	"lower": strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.ToLower(s))) }),
+	"trim":  strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.TrimSpace(s))) }),
+	"length": strFunc(0, func(s string, _ []string) (value.Collection, error) {
 		return one(value.Int(int64(utf8.RuneCountInString(s))))
 	}),
-	"toChars": strFunc(0, func(s string, _ []string) (Collection, error) {
+	"toChars": strFunc(0, func(s string, _ []string) (value.Collection, error) {
 		if len(s) > maxSplitItems {
 			return nil, value.ErrTooLarge
 		}
-		var out Collection
+		var out value.Collection
 		for _, r := range s {
 			out = append(out, value.String(string(r)))
 		}
 		return out, nil
 	}),
-	"replace": strFunc(2, func(s string, a []string) (Collection, error) {
+	"replace": strFunc(2, func(s string, a []string) (value.Collection, error) {
 		if len(a[1]) > 0 && (strings.Count(s, a[0])+1)*len(a[1])+len(s) > value.MaxStringLen {
 			return nil, value.ErrTooLarge
 		}
 		return one(value.String(strings.ReplaceAll(s, a[0], a[1])))
 	}),
-	"matches": strFunc(1, func(s string, a []string) (Collection, error) {
+	"matches": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		re, err := compileRegex(a[0])
 		if err != nil {
 			return nil, err
 		}
 		return value.Bools(re.MatchString(s)), nil
 	}),
-	"replaceMatches": strFunc(2, func(s string, a []string) (Collection, error) {
+	"replaceMatches": strFunc(2, func(s string, a []string) (value.Collection, error) {
 		if a[0] == "" {
 			return one(value.String(s))
 		}
@@ -170,20 +175,20 @@ var stringFuncs = map[string]funcDef{
 		}
 		return one(value.String(out))
 	}),
-	"split": strFunc(1, func(s string, a []string) (Collection, error) {
+	"split": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		if strings.Count(s, a[0]) > maxSplitItems {
 			return nil, value.ErrTooLarge
 		}
-		var out Collection
+		var out value.Collection
 		for _, p := range strings.Split(s, a[0]) {
 			out = append(out, value.String(p))
 		}
 		return out, nil
 	}),
-	"join": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"join": {0, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		sep := ""
 		if len(args) == 1 {
-			s, ok, err := ec.argString(args[0], "join")
+			s, ok, err := ec.ArgString(args[0], "join")
 			if err != nil {
 				return nil, err
 			}
@@ -217,7 +222,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		return one(value.String(strings.Join(parts, sep)))
 	}},
-	"encode": strFunc(1, func(s string, a []string) (Collection, error) {
+	"encode": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		// The length of the result is known before it is built: hex
 		// doubles, base64 grows by 4/3.
 		switch a[0] {
@@ -239,7 +244,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		return nil, nil
 	}),
-	"decode": strFunc(1, func(s string, a []string) (Collection, error) {
+	"decode": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		var b []byte
 		var err error
 		// Decoding shrinks; the bound applies to the (maximum) result.
@@ -267,7 +272,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		return one(value.String(string(b)))
 	}),
-	"escape": strFunc(1, func(s string, a []string) (Collection, error) {
+	"escape": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		switch a[0] {
 		case "html":
 			if htmlEscapedLen(s) > value.MaxStringLen {
@@ -287,7 +292,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		return nil, nil
 	}),
-	"unescape": strFunc(1, func(s string, a []string) (Collection, error) {
+	"unescape": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		switch a[0] {
 		case "html":
 			// Unescaping HTML never lengthens the text (it works in

@@ -1,12 +1,13 @@
-package fhirpath
+package functions
 
 import (
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/eval"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // conversion functions: each toX has a convertsToX twin.
-func convPair(conv func(Value) (Value, bool)) (funcDef, funcDef) {
-	to := funcDef{0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+func convPair(conv func(value.Value) (value.Value, bool)) (funcDef, funcDef) {
+	to := funcDef{0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "conversion")
 		if err != nil || !ok {
 			return nil, err
@@ -15,9 +16,9 @@ func convPair(conv func(Value) (Value, bool)) (funcDef, funcDef) {
 		if !ok {
 			return nil, nil
 		}
-		return Collection{r}, nil
+		return value.Collection{r}, nil
 	}}
-	converts := funcDef{0, 0, func(_ *evalCtx, in Collection, _ []node) (Collection, error) {
+	converts := funcDef{0, 0, func(_ *eval.Context, in value.Collection, _ []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "conversion")
 		if err != nil || !ok {
 			return nil, err
@@ -32,7 +33,7 @@ var conversionFuncs = buildConversionFuncs()
 
 func buildConversionFuncs() map[string]funcDef {
 	conversionFuncs := map[string]funcDef{}
-	for name, conv := range map[string]func(Value) (Value, bool){
+	for name, conv := range map[string]func(value.Value) (value.Value, bool){
 		"Boolean": value.ToBoolean, "Integer": value.ToInteger, "Decimal": value.ToDecimal, "String": value.ToString,
 		"Date": value.ToDate, "DateTime": value.ToDateTime, "Time": value.ToTime,
 	} {
@@ -45,8 +46,8 @@ func buildConversionFuncs() map[string]funcDef {
 	return conversionFuncs
 }
 
-func quantityConv(check bool) funcImpl {
-	return func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+func quantityConv(check bool) eval.Func {
+	return func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		v, ok, err := value.Singleton(in, "toQuantity()")
 		if err != nil || !ok {
 			return nil, err
@@ -54,7 +55,7 @@ func quantityConv(check bool) funcImpl {
 		q, ok := value.ToQuantity(value.ToSystem(v))
 		unit, inUnit := "", false
 		if ok && len(args) == 1 {
-			if unit, inUnit, err = ec.argString(args[0], "toQuantity"); err != nil {
+			if unit, inUnit, err = ec.ArgString(args[0], "toQuantity"); err != nil {
 				return nil, err
 			}
 		}
@@ -69,6 +70,6 @@ func quantityConv(check bool) funcImpl {
 		if !ok {
 			return nil, nil
 		}
-		return Collection{q}, nil
+		return value.Collection{q}, nil
 	}
 }
