@@ -17,11 +17,11 @@ type Limits struct {
 	MaxDepth      int // nesting depth of the input JSON walked by descendants/repeat
 }
 
-// defaultLimits are used unless WithLimits is given; unexported so no
-// caller can change them for every other evaluation.
+// defaultLimits are those of an evaluation that sets none; unexported so
+// no caller can change them for every other evaluation.
 var defaultLimits = Limits{MaxCollection: 1_000_000, MaxDepth: 1000}
 
-// DefaultLimits returns the limits used unless WithLimits is given.
+// DefaultLimits returns the limits of an evaluation that sets none.
 func DefaultLimits() Limits { return defaultLimits }
 
 // Terminology answers memberOf(); ok=false means unknown (empty result).

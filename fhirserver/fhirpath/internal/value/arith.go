@@ -8,7 +8,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
-// arith applies an arithmetic operator to two System values.
+// Arith applies an arithmetic operator to two System values.
 func Arith(op string, a, b Value) (Value, bool, error) {
 	switch {
 	case a.k == kInt && b.k == kInt:

@@ -25,7 +25,7 @@ func numeric(v Value) (*big.Rat, int, bool) {
 	return nil, 0, false
 }
 
-// equalValues implements = on two items; ok=false means empty.
+// Equal implements = on two items; ok=false means empty.
 func Equal(a, b Value) (bool, bool) {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
@@ -71,7 +71,7 @@ func isPrimitiveNode(v Value) bool {
 	return !isMap
 }
 
-// equivalentValues implements ~ on two items.
+// Equivalent implements ~ on two items.
 func Equivalent(a, b Value) bool {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
@@ -197,7 +197,7 @@ func sameMap(x, y map[string]any) bool {
 	return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
 }
 
-// equalCollections implements = on collections.
+// EqualCollections implements = on collections.
 func EqualCollections(a, b Collection) (bool, bool) {
 	if len(a) == 0 || len(b) == 0 {
 		return false, false
@@ -217,7 +217,7 @@ func EqualCollections(a, b Collection) (bool, bool) {
 	return true, true
 }
 
-// equivalentCollections implements ~ (order does not matter).
+// EquivalentCollections implements ~ (order does not matter).
 func EquivalentCollections(a, b Collection) bool {
 	if len(a) != len(b) {
 		return false
@@ -236,7 +236,7 @@ outer:
 	return true
 }
 
-// compareValues implements < > <= >= on two items; ok=false is empty.
+// Compare implements < > <= >= on two items; ok=false is empty.
 func Compare(a, b Value) (int, bool, error) {
 	a, b = ToSystem(a), ToSystem(b)
 	switch {

@@ -196,7 +196,7 @@ func Exclude(ec Checker, in, other Collection) (Collection, error) {
 
 // eqSet answers "is there an item equal (=) to v" without comparing v to
 // every item. Values are bucketed by a key that equal values share
-// (eqBucket); a hit is confirmed with equalValues, so the answer is
+// (eqBucket); a hit is confirmed with Equal, so the answer is
 // exactly that of Contains. Complex nodes of the input are found by
 // identity first, and they and unkeyed values (quantities) by comparison.
 type eqSet struct {

@@ -6,7 +6,7 @@ func ErrSingleton(what string) error {
 	return fmt.Errorf("fhirpath: %s expects a single item, got a collection", what)
 }
 
-// singleton returns the single item of c (ok=false when empty) or an error
+// Singleton returns the single item of c (ok=false when empty) or an error
 // when c holds more than one item.
 func Singleton(c Collection, what string) (Value, bool, error) {
 	switch len(c) {
@@ -30,7 +30,7 @@ func SingletonInt(c Collection) (int64, bool, error) {
 	return v.n, true, nil
 }
 
-// singletonBool applies the singleton evaluation of collections for
+// SingletonBool applies the singleton evaluation of collections for
 // Boolean contexts: a single non-Boolean item counts as true.
 func SingletonBool(c Collection, what string) (bool, bool, error) {
 	v, ok, err := Singleton(c, what)
