@@ -15,7 +15,9 @@ type Limits struct {
 }
 
 // DefaultLimits returns the limits used unless WithLimits is given.
-func DefaultLimits() Limits { return Limits(eval.DefaultLimits()) }
+func DefaultLimits() Limits {
+	return Limits{MaxCollection: eval.DefaultMaxCollection, MaxDepth: eval.DefaultMaxDepth}
+}
 
 // Terminology answers memberOf(); ok=false means unknown (empty result).
 type Terminology interface {
@@ -56,7 +58,9 @@ func WithStrict(strict bool) Option { return func(ec *evalCtx) { ec.Strict = str
 func WithLogger(l *slog.Logger) Option { return func(ec *evalCtx) { ec.Logger = l } }
 
 // WithLimits overrides DefaultLimits().
-func WithLimits(l Limits) Option { return func(ec *evalCtx) { ec.Limits = eval.Limits(l) } }
+func WithLimits(l Limits) Option {
+	return func(ec *evalCtx) { ec.MaxCollection, ec.MaxDepth = l.MaxCollection, l.MaxDepth }
+}
 
 // WithNow fixes the clock used by now(), today() and timeOfDay().
 func WithNow(t time.Time) Option { return func(ec *evalCtx) { ec.Now = t } }

@@ -11,25 +11,18 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
-// Limits bound the work of one evaluation.
-type Limits struct {
-	MaxCollection int // items in any intermediate collection
-	MaxDepth      int // nesting depth of the input JSON walked by descendants/repeat
-}
-
-// defaultLimits are those of an evaluation that sets none; unexported so
-// no caller can change them for every other evaluation.
-var defaultLimits = Limits{MaxCollection: 1_000_000, MaxDepth: 1000}
-
-// DefaultLimits returns the limits of an evaluation that sets none.
-func DefaultLimits() Limits { return defaultLimits }
+// The limits of an evaluation that sets none (or sets them to zero).
+const (
+	DefaultMaxCollection = 1_000_000
+	DefaultMaxDepth      = 1000
+)
 
 // Terminology answers memberOf(); ok=false means unknown (empty result).
 type Terminology interface {
 	MemberOf(ctx context.Context, code value.Value, valueSet string) (member bool, ok bool)
 }
 
-// ErrTooDeep reports an input nested deeper than Limits.MaxDepth.
+// ErrTooDeep reports an input nested deeper than MaxDepth.
 var ErrTooDeep = errors.New("fhirpath: input nesting depth limit exceeded")
 
 // Context is the state of one evaluation. It is never shared: NewContext
@@ -44,9 +37,16 @@ type Context struct {
 	// ConformsTo answers conformsTo(); nil knows the core definitions only.
 	ConformsTo func(ctx context.Context, resource any, profile string) (bool, bool)
 	Logger     *slog.Logger // trace() output; nil for slog.Default()
-	Limits     Limits
-	Now        time.Time // the clock of now(), today(), timeOfDay(); zero reads it once
-	Strict     bool      // names a type does not have are errors
+	// MaxCollection bounds the items of any intermediate collection,
+	// MaxDepth the nesting depth of the input that descendants() and
+	// repeat() walk.
+	MaxCollection, MaxDepth int
+	// Now is the clock of now(), today() and timeOfDay(); zero reads the
+	// clock once per evaluation.
+	Now time.Time
+	// Strict makes names the type of the focus does not have errors, and
+	// applies the other checks of strict mode (chainNode.strictCheck).
+	Strict bool
 
 	ctx     context.Context
 	root    value.Collection // %resource / %context
@@ -64,7 +64,7 @@ type Context struct {
 // default limits.
 func NewContext(ctx context.Context) *Context {
 	ec := ctxPool.Get().(*Context)
-	*ec = Context{ctx: ctx, Limits: defaultLimits}
+	*ec = Context{ctx: ctx, MaxCollection: DefaultMaxCollection, MaxDepth: DefaultMaxDepth}
 	return ec
 }
 
@@ -90,7 +90,7 @@ func (ec *Context) Check() error {
 
 // Walk bounds the walks of this evaluation through the input.
 func (ec *Context) Walk() navigate.Walk {
-	return navigate.Walk{MaxCollection: ec.Limits.MaxCollection, Strict: ec.Strict}
+	return navigate.Walk{MaxCollection: ec.MaxCollection, Strict: ec.Strict}
 }
 
 // SetVariable defines %name: v is decoded JSON, a Go string, bool, int,

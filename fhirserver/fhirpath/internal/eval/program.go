@@ -89,11 +89,11 @@ func (p *Program) shared(v *value.Value) bool {
 // value, or a Value; nil means no input) in the context ec, which the
 // options of the evaluation have set.
 func (p *Program) Run(ec *Context, resource any) (value.Collection, error) {
-	if ec.Limits.MaxCollection <= 0 {
-		ec.Limits.MaxCollection = defaultLimits.MaxCollection
+	if ec.MaxCollection <= 0 {
+		ec.MaxCollection = DefaultMaxCollection
 	}
-	if ec.Limits.MaxDepth <= 0 {
-		ec.Limits.MaxDepth = defaultLimits.MaxDepth
+	if ec.MaxDepth <= 0 {
+		ec.MaxDepth = DefaultMaxDepth
 	}
 	if list, ok := resource.([]any); ok {
 		// A JSON array is a collection of inputs.

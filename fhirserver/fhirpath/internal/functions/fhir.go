@@ -63,7 +63,7 @@ var utilityFuncs = map[string]funcDef{
 		var out value.Collection
 		level := in
 		for depth := 0; len(level) > 0; depth++ {
-			if depth > ec.Limits.MaxDepth {
+			if depth > ec.MaxDepth {
 				return nil, eval.ErrTooDeep
 			}
 			var next value.Collection
@@ -77,7 +77,7 @@ var utilityFuncs = map[string]funcDef{
 				}
 			}
 			out = append(out, next...)
-			if len(out) > ec.Limits.MaxCollection {
+			if len(out) > ec.MaxCollection {
 				return nil, value.ErrTooLarge
 			}
 			level = next

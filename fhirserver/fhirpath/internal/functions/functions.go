@@ -165,7 +165,7 @@ var filterFuncs = map[string]funcDef{
 				return nil, err
 			}
 			out = append(out, c...)
-			if len(out) > ec.Limits.MaxCollection {
+			if len(out) > ec.MaxCollection {
 				return nil, value.ErrTooLarge
 			}
 		}
@@ -178,7 +178,7 @@ var filterFuncs = map[string]funcDef{
 		depth := 0
 		for len(queue) > 0 {
 			depth++
-			if depth > ec.Limits.MaxDepth {
+			if depth > ec.MaxDepth {
 				return nil, eval.ErrTooDeep
 			}
 			var next value.Collection
@@ -208,7 +208,7 @@ var filterFuncs = map[string]funcDef{
 						next = append(next, w)
 					}
 				}
-				if len(out) > ec.Limits.MaxCollection {
+				if len(out) > ec.MaxCollection {
 					return nil, value.ErrTooLarge
 				}
 			}
@@ -269,7 +269,7 @@ var filterFuncs = map[string]funcDef{
 			if err != nil {
 				return nil, err
 			}
-			if len(c) > ec.Limits.MaxCollection {
+			if len(c) > ec.MaxCollection {
 				return nil, value.ErrTooLarge
 			}
 			total = c
@@ -333,7 +333,7 @@ var subsetFuncs = map[string]funcDef{
 		if err := ec.Check(); err != nil {
 			return nil, err
 		}
-		if len(in)+len(other) > ec.Limits.MaxCollection {
+		if len(in)+len(other) > ec.MaxCollection {
 			return nil, value.ErrTooLarge
 		}
 		out := make(value.Collection, 0, len(in)+len(other))

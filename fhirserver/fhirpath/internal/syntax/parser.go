@@ -366,26 +366,18 @@ func (p *parser[N]) term() (N, error) {
 		case tIdent:
 			unit, quantity = units.Calendar(u.text)
 		}
-		var n N
-		var err error
 		if quantity {
 			p.next()
-			n, err = p.b.Quantity(t.text, unit)
-		} else {
-			n, err = p.b.Number(t.text)
+			n, err := p.b.Quantity(t.text, unit)
+			return n, builderError(err, t.pos)
 		}
-		if err != nil {
-			return zero, errAt(t.pos, "%v", err)
-		}
-		return n, nil
+		n, err := p.b.Number(t.text)
+		return n, builderError(err, t.pos)
 	case tString:
 		return p.b.String(t.text), nil
 	case tDateTime:
 		n, err := p.b.DateTime(t.text)
-		if err != nil {
-			return zero, errAt(t.pos, "%v", err)
-		}
-		return n, nil
+		return n, builderError(err, t.pos)
 	case tExtConst:
 		return p.b.Env(t.text), nil
 	case tSpecial:
@@ -475,8 +467,14 @@ func (p *parser[N]) call(name token) (N, error) {
 		return zero, err
 	}
 	n, err := p.b.Call(name.text, args)
+	return n, builderError(err, name.pos)
+}
+
+// builderError places an error of the Builder at the offset of the
+// construct it was building (nil stays nil; the node is then unused).
+func builderError(err error, pos int) error {
 	if err != nil {
-		return zero, errAt(name.pos, "%v", err)
+		return errAt(pos, "%v", err)
 	}
-	return n, nil
+	return nil
 }
