@@ -13,7 +13,7 @@ import (
 // for concurrent use.
 type Expression struct {
 	src  string
-	prog *eval.Program
+	prog eval.Program
 	// branches caches what Branches reports, made on first use.
 	branches atomic.Pointer[[]Branch]
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Program is a compiled expression: its tree, with every function and
-// operator bound. It is immutable and safe for concurrent use.
+// operator bound. It is immutable and safe for concurrent use; it is a
+// value so that its holder allocates it with itself.
 type Program struct {
 	root Node
 	// lits are the items of the literals of the tree (each literal is a
@@ -27,12 +28,12 @@ type Library map[string]Def
 
 // Compile parses an expression and binds its functions (from lib) and
 // operators once.
-func Compile(expr string, lib Library) (*Program, error) {
+func Compile(expr string, lib Library) (Program, error) {
 	n, err := syntax.Parse[Node](expr, builder{lib})
 	if err != nil {
-		return nil, err
+		return Program{}, err
 	}
-	p := &Program{root: n}
+	p := Program{root: n}
 	p.opaque = !collectLiterals(n, &p.lits)
 	return p, nil
 }
