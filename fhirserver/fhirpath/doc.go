@@ -25,4 +25,10 @@
 // because the core invariant dom-3 applies it to descendants(); unknown
 // elements are errors only for a choice element named with its type
 // suffix (Observation.valueQuantity) unless WithStrict is given.
+//
+// This package is the API; the engine's parts are under internal/: syntax
+// (lexer and grammar), eval (the compiled tree and its evaluation),
+// functions (the library), value (values and what the language does to
+// them), navigate (children in decoded JSON), model (the FHIR type model),
+// datetime and units.
 package fhirpath

@@ -1,6 +1,10 @@
 package fhirpath
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/syntax"
+)
 
 // Branch describes one top-level union branch of a compiled expression,
 // as the parser read it: "Patient.name | Practitioner.name" has two, an
@@ -48,38 +52,34 @@ func (e *Expression) Branches() []Branch {
 		return *b
 	}
 	// Compile keeps no positions (it is on the hot path of custom
-	// parameters and validation); the parser records them for this one
-	// reading of the same source, which cannot fail as it compiled.
-	root, tops, err := parse(e.src, true)
+	// parameters and validation); the syntax tree of the same source
+	// has them, and reading it cannot fail as the source compiled.
+	root, tops, err := syntax.TopLevel(e.src, syntax.Tree{})
 	var out []Branch
 	switch {
 	case err != nil:
-		out = []Branch{inspectBranch(e.root, e.src)}
+		out = []Branch{{Source: strings.TrimSpace(e.src)}}
 	case tops == nil:
 		out = []Branch{inspectBranch(root, e.src)}
 	default:
 		out = make([]Branch, len(tops))
-		start := 0
 		for i, t := range tops {
-			out[i] = inspectBranch(t.n, e.src[start:t.end])
-			start = t.end + 1 // past the '|'
+			out[i] = inspectBranch(t.Node, t.Source)
 		}
 	}
 	e.branches.Store(&out)
 	return out
 }
 
-func inspectBranch(n node, src string) Branch {
+func inspectBranch(n *syntax.Node, src string) Branch {
 	b := Branch{Source: strings.TrimSpace(src)}
 	b.First, b.FirstCall = firstName(n)
 	b.Path, _ = pathSteps(n, nil)
-	walkNodes(n, func(n node) {
-		switch x := n.(type) {
-		case *binNode:
-			if x.op == "|" {
-				b.Union = true
-			}
-		case *envNode, thisNode, indexVarNode, totalNode:
+	walkNodes(n, func(n *syntax.Node) {
+		switch {
+		case n.Kind == syntax.Binary && n.Name == "|":
+			b.Union = true
+		case n.Kind == syntax.Variable:
 			b.Variables = true
 		}
 	})
@@ -87,23 +87,15 @@ func inspectBranch(n node, src string) Branch {
 }
 
 // firstName follows the input side of n down to where evaluation starts.
-func firstName(n node) (name string, call bool) {
+func firstName(n *syntax.Node) (name string, call bool) {
 	for {
-		switch x := n.(type) {
-		case *memberNode:
-			return x.name, false
-		case *callNode:
-			return x.name, true
-		case *chainNode:
-			n = x.left
-		case *indexNode:
-			n = x.left
-		case *typeOpNode:
-			n = x.left
-		case *binNode:
-			n = x.left
-		case *logicNode:
-			n = x.left
+		switch n.Kind {
+		case syntax.Member:
+			return n.Name, false
+		case syntax.Call:
+			return n.Name, true
+		case syntax.Chain, syntax.Index, syntax.TypeOp, syntax.Binary:
+			n = n.Left
 		default:
 			return "", false
 		}
@@ -111,61 +103,43 @@ func firstName(n node) (name string, call bool) {
 }
 
 // pathSteps appends the steps of n to out; false when n is not a path.
-func pathSteps(n node, out []Step) ([]Step, bool) {
-	switch x := n.(type) {
-	case *memberNode:
-		return append(out, Step{Name: x.name}), true
-	case *callNode:
-		return append(out, Step{Name: x.name, Call: true, Type: x.ts.name, TypeNS: x.ts.ns}), true
-	case *chainNode:
-		out, ok := pathSteps(x.left, out)
+func pathSteps(n *syntax.Node, out []Step) ([]Step, bool) {
+	switch n.Kind {
+	case syntax.Member:
+		return append(out, Step{Name: n.Name}), true
+	case syntax.Call:
+		return append(out, Step{Name: n.Name, Call: true, Type: n.Type, TypeNS: n.TypeNS}), true
+	case syntax.Chain:
+		out, ok := pathSteps(n.Left, out)
 		if !ok {
 			return nil, false
 		}
-		return pathSteps(x.right, out)
-	case *indexNode:
-		out, ok := pathSteps(x.left, out)
+		return pathSteps(n.Right, out)
+	case syntax.Index:
+		out, ok := pathSteps(n.Left, out)
 		if !ok {
 			return nil, false
 		}
 		return append(out, Step{Index: true}), true
-	case *typeOpNode:
-		out, ok := pathSteps(x.left, out)
+	case syntax.TypeOp:
+		out, ok := pathSteps(n.Left, out)
 		if !ok {
 			return nil, false
 		}
-		op := "as"
-		if x.isOp {
-			op = "is"
-		}
-		return append(out, Step{Name: op, Operator: true, Type: x.ts.name, TypeNS: x.ts.ns}), true
+		return append(out, Step{Name: n.Name, Operator: true, Type: n.Type, TypeNS: n.TypeNS}), true
 	}
 	return nil, false
 }
 
 // walkNodes calls f on n and every node under it.
-func walkNodes(n node, f func(node)) {
+func walkNodes(n *syntax.Node, f func(*syntax.Node)) {
+	if n == nil {
+		return
+	}
 	f(n)
-	switch x := n.(type) {
-	case *chainNode:
-		walkNodes(x.left, f)
-		walkNodes(x.right, f)
-	case *indexNode:
-		walkNodes(x.left, f)
-		walkNodes(x.index, f)
-	case *typeOpNode:
-		walkNodes(x.left, f)
-	case *binNode:
-		walkNodes(x.left, f)
-		walkNodes(x.right, f)
-	case *logicNode:
-		walkNodes(x.left, f)
-		walkNodes(x.right, f)
-	case *negNode:
-		walkNodes(x.operand, f)
-	case *callNode:
-		for _, a := range x.args {
-			walkNodes(a, f)
-		}
+	walkNodes(n.Left, f)
+	walkNodes(n.Right, f)
+	for _, a := range n.Args {
+		walkNodes(a, f)
 	}
 }

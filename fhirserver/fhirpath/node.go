@@ -1,5 +1,10 @@
 package fhirpath
 
+import (
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
+)
+
 // Node wraps a value of decoded FHIR JSON as a typed FHIR node, to be
 // passed to Evaluate as the focus of an expression (an invariant evaluated
 // on Patient.contact[0], a HumanName, a primitive). raw is the decoded
@@ -11,14 +16,14 @@ package fhirpath
 // by it when typeName is empty, "Resource" or "DomainResource". An unknown
 // type name gives an untyped node.
 func Node(raw any, sibling map[string]any, typeName string) Value {
-	var ti *typeInfo
+	var ti *model.Type
 	if typeName != "" {
-		ti = lookupType(typeName)
+		ti = model.Lookup(typeName)
 	}
 	if ti == nil {
 		if m, ok := raw.(map[string]any); ok {
-			ti = resourceTypeOf(m)
+			ti = model.ResourceType(m)
 		}
 	}
-	return nodeValue(raw, sibling, ti)
+	return value.Node(raw, sibling, ti)
 }

@@ -131,7 +131,7 @@ func TestInvariantsHoldOnTypicalResources(t *testing.T) {
 				t.Errorf("%s: %s: %v", typ, e, err)
 				continue
 			}
-			if len(c) == 1 && c[0].k == kBool && c[0].n == 0 {
+			if len(c) == 1 && c[0].TypeName() == "System.Boolean" && c[0].String() == "false" {
 				t.Errorf("%s: invariant %s fails on a valid resource", typ, e)
 			}
 		}

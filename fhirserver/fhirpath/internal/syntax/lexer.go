@@ -1,4 +1,4 @@
-package fhirpath
+package syntax
 
 import (
 	"fmt"

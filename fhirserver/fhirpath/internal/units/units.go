@@ -1,7 +1,13 @@
-package fhirpath
+// Package units holds what FHIRPath quantities need of units: the calendar
+// duration keywords (year, months, …) and their UCUM equivalents, and the
+// conversion between commensurable units (package ucum, with a small
+// built-in table as a fallback for the forms it does not read).
+package units
 
 import (
 	"math/big"
+
+	"github.com/kiln-fhir/kiln/fhirserver/internal/ucum"
 )
 
 // unitDef is one entry of the small built-in unit table used until (and
@@ -28,6 +34,37 @@ var unitTable = map[string]unitDef{
 	"1": {"1", rat("1")}, "%": {"1", rat("0.01")},
 }
 
+// calendarWords maps the calendar duration keywords of the grammar, singular
+// and plural, to the calendar unit they name.
+var calendarWords = map[string]string{
+	"year": "year", "years": "year", "month": "month", "months": "month",
+	"week": "week", "weeks": "week", "day": "day", "days": "day",
+	"hour": "hour", "hours": "hour", "minute": "minute", "minutes": "minute",
+	"second": "second", "seconds": "second", "millisecond": "millisecond", "milliseconds": "millisecond",
+}
+
+// Calendar returns the calendar unit a keyword such as "days" names.
+func Calendar(word string) (string, bool) {
+	u, ok := calendarWords[word]
+	return u, ok
+}
+
+// IsCalendar reports whether u is a calendar unit (year, month, …,
+// millisecond).
+func IsCalendar(u string) bool {
+	_, ok := calendarToUCUM[u]
+	return ok
+}
+
+// FromUCUM maps a UCUM time unit to the calendar unit date arithmetic
+// uses for it ('d' → day); other units are returned unchanged.
+func FromUCUM(u string) string {
+	if c, ok := ucumToCalendar[u]; ok {
+		return c
+	}
+	return u
+}
+
 // calendarToUCUM maps calendar duration keywords to the UCUM unit they
 // equal for comparison; year and month map to 'a' and 'mo', which are only
 // equivalent (not equal) to the calendar units.
@@ -42,27 +79,27 @@ var ucumToCalendar = map[string]string{
 	"min": "minute", "s": "second", "ms": "millisecond",
 }
 
-// normalizeUnit maps calendar keywords to UCUM; strict reports whether
-// year/month keywords were involved.
-func normalizeUnit(u string) (string, bool) {
+// Normalize maps calendar units to UCUM; calendar reports whether the
+// unit was year or month, which only equal 'a' and 'mo' approximately.
+func Normalize(u string) (string, bool) {
 	if c, ok := calendarToUCUM[u]; ok {
 		return c, u == "year" || u == "month"
 	}
 	return u, false
 }
 
-// offsetUnit reports whether u is a temperature scale with an offset
+// IsOffset reports whether u is a temperature scale with an offset
 // zero, whose values are not differences.
-func offsetUnit(u string) bool {
+func IsOffset(u string) bool {
 	return u == "Cel" || u == "[degF]" || u == "[degRe]"
 }
 
-// convertUnit converts a value between commensurable units.
-func convertUnit(v *big.Rat, from, to string) (*big.Rat, bool) {
+// Convert converts a value between commensurable units.
+func Convert(v *big.Rat, from, to string) (*big.Rat, bool) {
 	if from == to {
 		return v, true
 	}
-	if r, ok := ucumConvert(v, from, to); ok {
+	if r, ok := ucum.Convert(v, from, to); ok {
 		return r, true
 	}
 	f, ok1 := unitTable[from]
@@ -74,32 +111,9 @@ func convertUnit(v *big.Rat, from, to string) (*big.Rat, bool) {
 	return r.Quo(r, t.factor), true
 }
 
-// compareQuantity compares two quantities after unit conversion; ok=false
-// when the units are not commensurable. For equality (strict), calendar
-// years and months do not equal UCUM 'a' and 'mo'.
-func compareQuantity(a, b Value, strict bool) (int, bool) {
-	ua, ca := normalizeUnit(a.s)
-	ub, cb := normalizeUnit(b.s)
-	if strict && ca != cb && (ca || cb) {
-		return 0, false
-	}
-	if ua == ub {
-		return a.r.Cmp(b.r), true
-	}
-	bv, ok := convertUnit(b.r, ub, ua)
-	if !ok {
-		return 0, false
-	}
-	if !strict {
-		s := int(max(a.n, b.n))
-		return roundRat(a.r, s).Cmp(roundRat(bv, s)), true
-	}
-	return a.r.Cmp(bv), true
-}
-
-// multiplyUnits and divideUnits build the unit of a product or quotient;
-// only the unitless and same-unit cases are supported without ucum.
-func combineUnits(a, b string, div bool) (string, bool) {
+// Combine builds the unit of a product (or, with div, a quotient) of
+// quantities in units a and b.
+func Combine(a, b string, div bool) (string, bool) {
 	switch {
 	case b == "1":
 		return a, true

@@ -1,4 +1,4 @@
-package fhirpath
+package functions
 
 import (
 	"encoding/base64"
@@ -11,19 +11,21 @@ import (
 	"unicode/utf8"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/eval"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/value"
 )
 
 // strFunc adapts a function of the input string and evaluated string
 // arguments.
-func strFunc(nargs int, f func(s string, args []string) (Collection, error)) funcDef {
-	return funcDef{nargs, nargs, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+func strFunc(nargs int, f func(s string, args []string) (value.Collection, error)) funcDef {
+	return funcDef{nargs, nargs, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		s, ok, err := inputString(in, "string function")
 		if err != nil || !ok {
 			return nil, err
 		}
 		vals := make([]string, len(args))
 		for i, a := range args {
-			v, ok, err := ec.argString(a, "string function")
+			v, ok, err := ec.ArgString(a, "string function")
 			if err != nil || !ok {
 				return nil, err
 			}
@@ -33,7 +35,7 @@ func strFunc(nargs int, f func(s string, args []string) (Collection, error)) fun
 	}}
 }
 
-func one(v Value) (Collection, error) { return Collection{v}, nil }
+func one(v value.Value) (value.Collection, error) { return value.Collection{v}, nil }
 
 // regexCache keeps compiled patterns (and the errors of bad ones), least
 // recently used out first, so that patterns built from data cannot exhaust
@@ -76,26 +78,26 @@ func compileRegex(p string) (*regexp.Regexp, error) {
 var htmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
 
 var stringFuncs = map[string]funcDef{
-	"matchesFull": strFunc(1, func(s string, a []string) (Collection, error) {
+	"matchesFull": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		re, err := compileRegex("^(?:" + a[0] + ")$")
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(re.MatchString(s)), nil
+		return value.Bools(re.MatchString(s)), nil
 	}),
-	"indexOf": strFunc(1, func(s string, a []string) (Collection, error) {
+	"indexOf": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		i := strings.Index(s, a[0])
 		if i >= 0 {
 			i = utf8.RuneCountInString(s[:i])
 		}
-		return one(intValue(int64(i)))
+		return one(value.Int(int64(i)))
 	}),
-	"substring": {1, 2, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"substring": {1, 2, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		s, ok, err := inputString(in, "substring")
 		if err != nil || !ok {
 			return nil, err
 		}
-		start, ok, err := ec.argInt(args[0])
+		start, ok, err := ec.ArgInt(args[0])
 		if err != nil || !ok {
 			return nil, err
 		}
@@ -105,7 +107,7 @@ var stringFuncs = map[string]funcDef{
 		}
 		end := int64(len(r))
 		if len(args) == 2 {
-			n, ok, err := ec.argInt(args[1])
+			n, ok, err := ec.ArgInt(args[1])
 			if err != nil {
 				return nil, err
 			}
@@ -116,43 +118,49 @@ var stringFuncs = map[string]funcDef{
 				end = min(end, start+n)
 			}
 		}
-		return one(stringValue(string(r[start:end])))
+		return one(value.String(string(r[start:end])))
 	}},
-	"startsWith": strFunc(1, func(s string, a []string) (Collection, error) { return boolColl(strings.HasPrefix(s, a[0])), nil }),
-	"endsWith":   strFunc(1, func(s string, a []string) (Collection, error) { return boolColl(strings.HasSuffix(s, a[0])), nil }),
-	"contains": strFunc(1, func(s string, a []string) (Collection, error) {
-		return boolColl(strings.Contains(s, a[0])), nil
+	"startsWith": strFunc(1, func(s string, a []string) (value.Collection, error) {
+		return value.Bools(strings.HasPrefix(s, a[0])), nil
 	}),
-	"upper":  strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.ToUpper(s))) }),
-	"lower":  strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.ToLower(s))) }),
-	"trim":   strFunc(0, func(s string, _ []string) (Collection, error) { return one(stringValue(strings.TrimSpace(s))) }),
-	"length": strFunc(0, func(s string, _ []string) (Collection, error) { return one(intValue(int64(utf8.RuneCountInString(s)))) }),
-	"toChars": strFunc(0, func(s string, _ []string) (Collection, error) {
+	"endsWith": strFunc(1, func(s string, a []string) (value.Collection, error) {
+		return value.Bools(strings.HasSuffix(s, a[0])), nil
+	}),
+	"contains": strFunc(1, func(s string, a []string) (value.Collection, error) {
+		return value.Bools(strings.Contains(s, a[0])), nil
+	}),
+	"upper": strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.ToUpper(s))) }),
+	"lower": strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.ToLower(s))) }),
+	"trim":  strFunc(0, func(s string, _ []string) (value.Collection, error) { return one(value.String(strings.TrimSpace(s))) }),
+	"length": strFunc(0, func(s string, _ []string) (value.Collection, error) {
+		return one(value.Int(int64(utf8.RuneCountInString(s))))
+	}),
+	"toChars": strFunc(0, func(s string, _ []string) (value.Collection, error) {
 		if len(s) > maxSplitItems {
-			return nil, errTooLarge
+			return nil, value.ErrTooLarge
 		}
-		var out Collection
+		var out value.Collection
 		for _, r := range s {
-			out = append(out, stringValue(string(r)))
+			out = append(out, value.String(string(r)))
 		}
 		return out, nil
 	}),
-	"replace": strFunc(2, func(s string, a []string) (Collection, error) {
-		if len(a[1]) > 0 && (strings.Count(s, a[0])+1)*len(a[1])+len(s) > maxStringLen {
-			return nil, errTooLarge
+	"replace": strFunc(2, func(s string, a []string) (value.Collection, error) {
+		if len(a[1]) > 0 && (strings.Count(s, a[0])+1)*len(a[1])+len(s) > value.MaxStringLen {
+			return nil, value.ErrTooLarge
 		}
-		return one(stringValue(strings.ReplaceAll(s, a[0], a[1])))
+		return one(value.String(strings.ReplaceAll(s, a[0], a[1])))
 	}),
-	"matches": strFunc(1, func(s string, a []string) (Collection, error) {
+	"matches": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		re, err := compileRegex(a[0])
 		if err != nil {
 			return nil, err
 		}
-		return boolColl(re.MatchString(s)), nil
+		return value.Bools(re.MatchString(s)), nil
 	}),
-	"replaceMatches": strFunc(2, func(s string, a []string) (Collection, error) {
+	"replaceMatches": strFunc(2, func(s string, a []string) (value.Collection, error) {
 		if a[0] == "" {
-			return one(stringValue(s))
+			return one(value.String(s))
 		}
 		re, err := compileRegex(a[0])
 		if err != nil {
@@ -162,25 +170,25 @@ var stringFuncs = map[string]funcDef{
 		// ${1} avoids $1x being read as a named group.
 		repl := regexp.MustCompile(`\$(\d+)`).ReplaceAllString(a[1], "$${$1}")
 		out := re.ReplaceAllString(s, repl)
-		if len(out) > maxStringLen {
-			return nil, errTooLarge
+		if len(out) > value.MaxStringLen {
+			return nil, value.ErrTooLarge
 		}
-		return one(stringValue(out))
+		return one(value.String(out))
 	}),
-	"split": strFunc(1, func(s string, a []string) (Collection, error) {
+	"split": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		if strings.Count(s, a[0]) > maxSplitItems {
-			return nil, errTooLarge
+			return nil, value.ErrTooLarge
 		}
-		var out Collection
+		var out value.Collection
 		for _, p := range strings.Split(s, a[0]) {
-			out = append(out, stringValue(p))
+			out = append(out, value.String(p))
 		}
 		return out, nil
 	}),
-	"join": {0, 1, func(ec *evalCtx, in Collection, args []node) (Collection, error) {
+	"join": {0, 1, func(ec *eval.Context, in value.Collection, args []eval.Node) (value.Collection, error) {
 		sep := ""
 		if len(args) == 1 {
-			s, ok, err := ec.argString(args[0], "join")
+			s, ok, err := ec.ArgString(args[0], "join")
 			if err != nil {
 				return nil, err
 			}
@@ -196,64 +204,64 @@ var stringFuncs = map[string]funcDef{
 		}
 		parts := make([]string, 0, len(in))
 		for _, v := range in {
-			if err := ec.check(); err != nil {
+			if err := ec.Check(); err != nil {
 				return nil, err
 			}
-			w := toSystem(v)
-			if w.k != kStr {
+			s, ok := value.AsString(value.ToSystem(v))
+			if !ok {
 				return nil, fmt.Errorf("fhirpath: join() expects String items, got %s", v.TypeName())
 			}
-			parts = append(parts, w.s)
+			parts = append(parts, s)
 		}
 		n := 0
 		for _, p := range parts {
 			n += len(p) + len(sep)
 		}
-		if n > maxStringLen {
-			return nil, errTooLarge
+		if n > value.MaxStringLen {
+			return nil, value.ErrTooLarge
 		}
-		return one(stringValue(strings.Join(parts, sep)))
+		return one(value.String(strings.Join(parts, sep)))
 	}},
-	"encode": strFunc(1, func(s string, a []string) (Collection, error) {
+	"encode": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		// The length of the result is known before it is built: hex
 		// doubles, base64 grows by 4/3.
 		switch a[0] {
 		case "hex":
-			if hex.EncodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if hex.EncodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(hex.EncodeToString([]byte(s))))
+			return one(value.String(hex.EncodeToString([]byte(s))))
 		case "base64":
-			if base64.StdEncoding.EncodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if base64.StdEncoding.EncodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(base64.StdEncoding.EncodeToString([]byte(s))))
+			return one(value.String(base64.StdEncoding.EncodeToString([]byte(s))))
 		case "urlbase64":
-			if base64.URLEncoding.EncodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if base64.URLEncoding.EncodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(base64.URLEncoding.EncodeToString([]byte(s))))
+			return one(value.String(base64.URLEncoding.EncodeToString([]byte(s))))
 		}
 		return nil, nil
 	}),
-	"decode": strFunc(1, func(s string, a []string) (Collection, error) {
+	"decode": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		var b []byte
 		var err error
 		// Decoding shrinks; the bound applies to the (maximum) result.
 		switch a[0] {
 		case "hex":
-			if hex.DecodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if hex.DecodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
 			b, err = hex.DecodeString(s)
 		case "base64":
-			if base64.StdEncoding.DecodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if base64.StdEncoding.DecodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
 			b, err = base64.StdEncoding.DecodeString(s)
 		case "urlbase64":
-			if base64.URLEncoding.DecodedLen(len(s)) > maxStringLen {
-				return nil, errTooLarge
+			if base64.URLEncoding.DecodedLen(len(s)) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
 			b, err = base64.URLEncoding.DecodeString(s)
 		default:
@@ -262,38 +270,38 @@ var stringFuncs = map[string]funcDef{
 		if err != nil {
 			return nil, nil
 		}
-		return one(stringValue(string(b)))
+		return one(value.String(string(b)))
 	}),
-	"escape": strFunc(1, func(s string, a []string) (Collection, error) {
+	"escape": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		switch a[0] {
 		case "html":
-			if htmlEscapedLen(s) > maxStringLen {
-				return nil, errTooLarge
+			if htmlEscapedLen(s) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(htmlEscaper.Replace(s)))
+			return one(value.String(htmlEscaper.Replace(s)))
 		case "json":
-			if jsonEscapedLen(s) > maxStringLen {
-				return nil, errTooLarge
+			if jsonEscapedLen(s) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
 			var buf strings.Builder
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			_ = enc.Encode(s)
 			b := strings.TrimSpace(buf.String())
-			return one(stringValue(b[1 : len(b)-1]))
+			return one(value.String(b[1 : len(b)-1]))
 		}
 		return nil, nil
 	}),
-	"unescape": strFunc(1, func(s string, a []string) (Collection, error) {
+	"unescape": strFunc(1, func(s string, a []string) (value.Collection, error) {
 		switch a[0] {
 		case "html":
 			// Unescaping HTML never lengthens the text (it works in
 			// place), so the result is checked once built.
 			out := html.UnescapeString(s)
-			if len(out) > maxStringLen {
-				return nil, errTooLarge
+			if len(out) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(out))
+			return one(value.String(out))
 		case "json":
 			// Quoting bare double quotes at most doubles the text and
 			// decoding at most triples it (an invalid byte becomes
@@ -304,10 +312,10 @@ var stringFuncs = map[string]funcDef{
 			if err := json.Unmarshal([]byte(`"`+q+`"`), &out); err != nil {
 				return nil, nil
 			}
-			if len(out) > maxStringLen {
-				return nil, errTooLarge
+			if len(out) > value.MaxStringLen {
+				return nil, value.ErrTooLarge
 			}
-			return one(stringValue(out))
+			return one(value.String(out))
 		}
 		return nil, nil
 	}),

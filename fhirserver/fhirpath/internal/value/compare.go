@@ -1,12 +1,17 @@
-package fhirpath
+package value
 
 import (
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"reflect"
-	"sort"
+	"strconv"
 	"strings"
+	"unsafe"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/datetime"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/model"
+	"github.com/kiln-fhir/kiln/fhirserver/fhirpath/internal/units"
 )
 
 // numeric returns the value of an Integer or Decimal as a Rat.
@@ -20,14 +25,14 @@ func numeric(v Value) (*big.Rat, int, bool) {
 	return nil, 0, false
 }
 
-// equalValues implements = on two items; ok=false means empty.
-func equalValues(a, b Value) (bool, bool) {
+// Equal implements = on two items; ok=false means empty.
+func Equal(a, b Value) (bool, bool) {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
 			return deepEqual(a.node, b.node, false, 0), true
 		}
 	}
-	a, b = toSystem(a), toSystem(b)
+	a, b = ToSystem(a), ToSystem(b)
 	if a.k == kNode || b.k == kNode {
 		return false, true
 	}
@@ -41,7 +46,7 @@ func equalValues(a, b Value) (bool, bool) {
 		case kDec:
 			return a.r.Cmp(b.r) == 0, true
 		case kDate, kDateTime, kTime:
-			c, ok := compareDT(a.d, b.d)
+			c, ok := datetime.Compare(a.d, b.d)
 			return c == 0, ok
 		case kQty:
 			c, ok := compareQuantity(a, b, true)
@@ -52,7 +57,7 @@ func equalValues(a, b Value) (bool, bool) {
 		y, _, _ := numeric(b)
 		return x.Cmp(y) == 0, true
 	case (a.k == kDate && b.k == kDateTime) || (a.k == kDateTime && b.k == kDate):
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return c == 0, ok
 	}
 	return false, true
@@ -60,20 +65,20 @@ func equalValues(a, b Value) (bool, bool) {
 
 func isPrimitiveNode(v Value) bool {
 	if v.ti != nil {
-		return v.ti.sys != kNone || v.ti.isQuantity
+		return v.ti.Primitive() != model.NotPrimitive || v.ti.IsQuantity()
 	}
 	_, isMap := v.node.(map[string]any)
 	return !isMap
 }
 
-// equivalentValues implements ~ on two items.
-func equivalentValues(a, b Value) bool {
+// Equivalent implements ~ on two items.
+func Equivalent(a, b Value) bool {
 	if a.k == kNode && b.k == kNode {
 		if !isPrimitiveNode(a) || !isPrimitiveNode(b) {
 			return deepEqual(a.node, b.node, true, 0)
 		}
 	}
-	a, b = toSystem(a), toSystem(b)
+	a, b = ToSystem(a), ToSystem(b)
 	if a.k == kNode || b.k == kNode {
 		return false
 	}
@@ -88,10 +93,10 @@ func equivalentValues(a, b Value) bool {
 	case a.k == kBool && b.k == kBool:
 		return a.n == b.n
 	case isDateKind(a.k) && isDateKind(b.k):
-		if a.d.cmpPrec() != b.d.cmpPrec() || (a.k == kTime) != (b.k == kTime) {
+		if !datetime.SamePrecision(a.d, b.d) || (a.k == kTime) != (b.k == kTime) {
 			return false
 		}
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return ok && c == 0
 	case a.k == kQty && b.k == kQty:
 		c, ok := compareQuantity(a, b, false)
@@ -192,8 +197,8 @@ func sameMap(x, y map[string]any) bool {
 	return reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
 }
 
-// equalCollections implements = on collections.
-func equalCollections(a, b Collection) (bool, bool) {
+// EqualCollections implements = on collections.
+func EqualCollections(a, b Collection) (bool, bool) {
 	if len(a) == 0 || len(b) == 0 {
 		return false, false
 	}
@@ -201,7 +206,7 @@ func equalCollections(a, b Collection) (bool, bool) {
 		return false, true
 	}
 	for i := range a {
-		eq, ok := equalValues(a[i], b[i])
+		eq, ok := Equal(a[i], b[i])
 		if !ok {
 			return false, false
 		}
@@ -212,8 +217,8 @@ func equalCollections(a, b Collection) (bool, bool) {
 	return true, true
 }
 
-// equivalentCollections implements ~ (order does not matter).
-func equivalentCollections(a, b Collection) bool {
+// EquivalentCollections implements ~ (order does not matter).
+func EquivalentCollections(a, b Collection) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -221,7 +226,7 @@ func equivalentCollections(a, b Collection) bool {
 outer:
 	for _, x := range a {
 		for j, y := range b {
-			if !used[j] && equivalentValues(x, y) {
+			if !used[j] && Equivalent(x, y) {
 				used[j] = true
 				continue outer
 			}
@@ -231,9 +236,9 @@ outer:
 	return true
 }
 
-// compareValues implements < > <= >= on two items; ok=false is empty.
-func compareValues(a, b Value) (int, bool, error) {
-	a, b = toSystem(a), toSystem(b)
+// Compare implements < > <= >= on two items; ok=false is empty.
+func Compare(a, b Value) (int, bool, error) {
+	a, b = ToSystem(a), ToSystem(b)
 	switch {
 	case (a.k == kInt || a.k == kDec) && (b.k == kInt || b.k == kDec):
 		x, _, _ := numeric(a)
@@ -242,7 +247,7 @@ func compareValues(a, b Value) (int, bool, error) {
 	case a.k == kStr && b.k == kStr:
 		return strings.Compare(a.s, b.s), true, nil
 	case isDateKind(a.k) && isDateKind(b.k) && (a.k == kTime) == (b.k == kTime):
-		c, ok := compareDT(a.d, b.d)
+		c, ok := datetime.Compare(a.d, b.d)
 		return c, ok, nil
 	case a.k == kQty && b.k == kQty:
 		c, ok := compareQuantity(a, b, true)
@@ -251,12 +256,107 @@ func compareValues(a, b Value) (int, bool, error) {
 	return 0, false, fmt.Errorf("fhirpath: cannot compare %s with %s", a.TypeName(), b.TypeName())
 }
 
-// sortedKeys returns map keys in order, for deterministic output.
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// compareQuantity compares two quantities after unit conversion; ok=false
+// when the units are not commensurable. For equality (strict), calendar
+// years and months do not equal UCUM 'a' and 'mo'.
+func compareQuantity(a, b Value, strict bool) (int, bool) {
+	ua, ca := units.Normalize(a.s)
+	ub, cb := units.Normalize(b.s)
+	if strict && ca != cb && (ca || cb) {
+		return 0, false
 	}
-	sort.Strings(keys)
-	return keys
+	if ua == ub {
+		return a.r.Cmp(b.r), true
+	}
+	bv, ok := units.Convert(b.r, ub, ua)
+	if !ok {
+		return 0, false
+	}
+	if !strict {
+		s := int(max(a.n, b.n))
+		return roundRat(a.r, s).Cmp(roundRat(bv, s)), true
+	}
+	return a.r.Cmp(bv), true
+}
+
+// nodeIdentity returns a pointer identifying the JSON element behind a
+// node: its object, or for a primitive its "_name" sibling; nil when the
+// node has no identity (a bare primitive, compared by value).
+func nodeIdentity(v Value) unsafe.Pointer {
+	if v.k != kNode {
+		return nil
+	}
+	if m, ok := v.node.(map[string]any); ok {
+		return reflect.ValueOf(m).UnsafePointer()
+	}
+	if v.ext != nil {
+		return reflect.ValueOf(v.ext).UnsafePointer()
+	}
+	return nil
+}
+
+// containsNode reports whether c holds the same input node as v.
+func containsNode(c Collection, v Value) bool {
+	p := nodeIdentity(v)
+	if p == nil {
+		return false
+	}
+	for _, w := range c {
+		if nodeIdentity(w) == p {
+			return true
+		}
+	}
+	return false
+}
+
+// valueKey gives values that are equal the same key; ok=false for kinds
+// whose equality needs a comparison (quantities, complex values).
+func valueKey(v Value) (string, bool) {
+	v = ToSystem(v)
+	switch v.k {
+	case kBool:
+		return "b" + strconv.FormatInt(v.n, 10), true
+	case kInt:
+		return "n" + strconv.FormatInt(v.n, 10), true
+	case kDec:
+		if v.r.IsInt() {
+			return "n" + v.r.Num().String(), true
+		}
+		return "n" + v.r.RatString(), true
+	case kStr:
+		return "s" + v.s, true
+	case kDate, kDateTime, kTime:
+		return "d" + v.d.UTCString(), true
+	}
+	return "", false
+}
+
+func Contains(c Collection, v Value) bool {
+	for _, w := range c {
+		if eq, ok := Equal(w, v); ok && eq {
+			return true
+		}
+	}
+	return false
+}
+
+// complexNode returns the identity of a complex (non-primitive) node.
+func complexNode(v Value) (unsafe.Pointer, bool) {
+	if m, ok := v.node.(map[string]any); ok && v.k == kNode && !isPrimitiveNode(v) {
+		return reflect.ValueOf(m).UnsafePointer(), true
+	}
+	return nil, false
+}
+
+// eqBucket is a key shared by all values equal (=) to v; ok=false when
+// the value has none (quantities, complex values). Dates and times are
+// keyed by their datetime.EqualityKey, so that 10:00:00 and 10:00:00.000,
+// or a Date and a DateTime of the same day, share a bucket; other kinds
+// use valueKey.
+func eqBucket(v Value) (string, bool) {
+	w := ToSystem(v)
+	if !isDateKind(w.k) || w.d == nil {
+		return valueKey(v)
+	}
+	return w.d.EqualityKey(), true
 }
