@@ -58,12 +58,6 @@ type member struct {
 	kind       uint8
 }
 
-// containedRef locates one element of a "contained" array.
-type containedRef struct {
-	path       string // relative to the root, e.g. ".entry[0].resource.contained[1]"
-	start, end int
-}
-
 // guardIssue is a problem found by the scanner; path is relative to the root
 // (the resource type is prefixed once it is known).
 type guardIssue struct {
@@ -88,8 +82,8 @@ type scanner struct {
 	keys   []keyEnt // members of all open objects, innermost last
 	issues []guardIssue
 
-	top        []member // members of the root object
-	contained  []containedRef
+	top        []member       // members of the root object
+	late       []lateType     // see structure.go
 	narratives []narrativeRef // every Narrative.div string, for checkNarratives
 	scratch    []byte
 
@@ -304,6 +298,7 @@ func (s *scanner) object() (valInfo, bool) {
 		return valInfo{}, false
 	}
 	root := s.depth == 1
+	objStart := s.pos
 	s.pos++ // '{'
 	frame := len(s.keys)
 	var big map[string]int
@@ -360,6 +355,9 @@ func (s *scanner) object() (valInfo, bool) {
 		}
 		if info.kind == kString && string(name) == "div" {
 			s.noteNarrative(vstart)
+		}
+		if string(name) == "resourceType" && (len(s.keys) > frame || keyEnd-keyStart != len(`"resourceType"`)) {
+			s.late = append(s.late, lateType{obj: objStart, start: vstart, end: s.pos})
 		}
 		s.path = s.path[:len(s.path)-1]
 		s.keys = append(s.keys, keyEnt{name: name, info: info})
@@ -537,11 +535,8 @@ func (s *scanner) array() (valInfo, bool) {
 		info.allNull = false
 		return info, true
 	}
-	// Elements of "contained" are resources that are validated on their own.
-	isContained := len(s.path) > 0 && string(s.path[len(s.path)-1].key) == "contained"
 	for n := 0; ; n++ {
 		s.path = append(s.path, seg{index: n})
-		start := s.pos
 		el, ok := s.value()
 		if !ok {
 			return valInfo{}, false
@@ -558,9 +553,6 @@ func (s *scanner) array() (valInfo, bool) {
 		default:
 			info.hasPrim = true
 			info.allNull = false
-		}
-		if isContained && el.kind == kObject {
-			s.contained = append(s.contained, containedRef{path: s.relPath(), start: start, end: s.pos})
 		}
 		s.path = s.path[:len(s.path)-1]
 		s.skipWS()
