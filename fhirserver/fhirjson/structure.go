@@ -133,7 +133,7 @@ func (w *walker) resource(ctx objCtx) {
 func (w *walker) resourceType(start int) ([]byte, bool) {
 	const key = `"resourceType"`
 	i := skipSpace(w.data, start+1)
-	if strings.HasPrefix(string(w.data[i:min(len(w.data), i+len(key))]), key) {
+	if bytes.HasPrefix(w.data[i:], []byte(key)) {
 		j := skipSpace(w.data, i+len(key))
 		if j < len(w.data) && w.data[j] == ':' {
 			j = skipSpace(w.data, j+1)
