@@ -9,12 +9,14 @@ import (
 )
 
 // The guard is a hand-written, single-pass JSON scanner that runs before
-// google/fhir sees a body. google/fhir decodes through maps (so duplicate keys
-// silently win or lose), accepts null, empty strings/objects/arrays,
-// upper-case element names and "_x" members holding plain values; the FHIR
-// JSON format forbids all of these. The scanner also enforces the nesting
+// the structural check (structure.go). It rejects what the FHIR JSON format
+// forbids whatever the type: duplicate keys, null (but for the placeholders
+// of "x"/"_x" arrays), empty strings, objects and arrays, upper-case element
+// names and "_x" members holding plain values. It also enforces the nesting
 // limit and UTF-8 validity, and records what later stages need (the root's
-// members and where contained resources are) so the body is walked once.
+// members, narratives, resourceType members that are not first in their
+// object), so that the structural check can assume well-formed JSON and
+// read each byte once.
 
 // Value kinds seen by the scanner.
 const (
@@ -212,9 +214,10 @@ func (s *scanner) literal(lit string) bool {
 	return true
 }
 
-// number checks the JSON number grammar. Numbers are kept as text later on,
-// but google/fhir's JSON library fails on some exponents that overflow a
-// float, so those are reported here, where the location is known.
+// number checks the JSON number grammar. Numbers are kept as text later on;
+// those whose exponent overflows a float are refused (as google/fhir, the
+// structural check before f7dada6, refused them), reported here where the
+// location is known.
 func (s *scanner) number() bool {
 	start := s.pos
 	end, exp, problem := scanNumber(s.data, start)
@@ -272,8 +275,8 @@ func scanNumber(d []byte, i int) (end int, exp bool, problem string) {
 	return i, exp, ""
 }
 
-// overflows mirrors where google/fhir's JSON library gives up: numbers that
-// start with 0 are read as float32, others as float64.
+// overflows keeps the limit google/fhir's JSON library had: numbers that
+// start with 0 overflow as a float32, others as a float64.
 func overflows(num []byte) bool {
 	bits := 64
 	if num[0] == '0' {
@@ -415,8 +418,8 @@ func (s *scanner) key() ([]byte, bool) {
 }
 
 // checkName rejects names no FHIR element can have: element names start
-// with a lower-case letter and are case-sensitive (google/fhir would accept
-// "Gender" for "gender").
+// with a lower-case letter and are case-sensitive ("Gender" is not
+// "gender"), with a message that says so.
 func (s *scanner) checkName(name []byte) {
 	n := name
 	if len(n) > 0 && n[0] == '_' {

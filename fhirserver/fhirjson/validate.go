@@ -115,7 +115,7 @@ func (s *scanner) rootInfo(report bool) (Info, bool) {
 			rt, _ := unquote(s.data[m.start:m.end])
 			info.ResourceType = string(rt)
 		case "id":
-			if m.kind == kString { // other kinds are google/fhir's to report
+			if m.kind == kString { // other kinds are the structural check's to report
 				id, _ := unquote(s.data[m.start:m.end])
 				info.ID = string(id)
 			}
