@@ -3,6 +3,7 @@ package fhirjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
 )
@@ -96,4 +97,29 @@ func benchPatient(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return body
+}
+
+// namesPatient is a Patient with n names (about 48 bytes each), the shape
+// of the large writes of issue 22.
+func namesPatient(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"resourceType":"Patient","id":"large","name":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"family":"Family%d","given":["Given%d"]}`, i, i)
+	}
+	b.WriteString(`],"gender":"female","birthDate":"1970-01-01"}`)
+	return b.Bytes()
+}
+
+// BenchmarkCheckNames measures Check on Patients of growing size: time per
+// byte stays flat (one pass) and B/op does not grow with the body (no tree).
+func BenchmarkCheckNames(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 80_000} {
+		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
+			benchCheck(b, namesPatient(n))
+		})
+	}
 }
