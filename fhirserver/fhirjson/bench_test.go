@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson/internal/xhtml"
 )
 
 func BenchmarkCheckPatient(b *testing.B) {
@@ -84,7 +86,7 @@ func BenchmarkNarrative(b *testing.B) {
 	b.SetBytes(int64(len(div)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, msg := checkXHTML(div); msg != "" {
+		if _, msg := xhtml.Check(div); msg != "" {
 			b.Fatal(msg)
 		}
 	}
