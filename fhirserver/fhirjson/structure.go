@@ -37,9 +37,11 @@ type walker struct {
 	cellBuf [256]int32
 }
 
-// lateType locates the resourceType member of a resource object in which
-// it is not the first member (or is spelled with escapes): the guard
-// records these, so that the walker need not look ahead for the type.
+// lateType locates the resourceType member of an object in which it is not
+// the first member (or is spelled with escapes): the guard records these,
+// so that the walker need not look ahead for a resource's type. Clients
+// write resourceType first, so the list is usually empty; it holds one
+// entry per such member, never more than the body has objects.
 type lateType struct{ obj, start, end int }
 
 // objCtx is what an object's walk needs to know about where it is.
