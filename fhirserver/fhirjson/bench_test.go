@@ -3,8 +3,11 @@ package fhirjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"testing"
+
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson/internal/xhtml"
 )
 
 func BenchmarkCheckPatient(b *testing.B) {
@@ -83,7 +86,7 @@ func BenchmarkNarrative(b *testing.B) {
 	b.SetBytes(int64(len(div)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, msg := checkXHTML(div); msg != "" {
+		if _, msg := xhtml.Check(div); msg != "" {
 			b.Fatal(msg)
 		}
 	}
@@ -96,4 +99,29 @@ func benchPatient(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return body
+}
+
+// namesPatient is a Patient with n names (about 48 bytes each), the shape
+// of the large writes of issue 22.
+func namesPatient(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"resourceType":"Patient","id":"large","name":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"family":"Family%d","given":["Given%d"]}`, i, i)
+	}
+	b.WriteString(`],"gender":"female","birthDate":"1970-01-01"}`)
+	return b.Bytes()
+}
+
+// BenchmarkCheckNames measures Check on Patients of growing size: time per
+// byte stays flat (one pass) and B/op does not grow with the body (no tree).
+func BenchmarkCheckNames(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 80_000} {
+		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
+			benchCheck(b, namesPatient(n))
+		})
+	}
 }

@@ -8,36 +8,8 @@ import (
 	"testing"
 )
 
-// The encoding/json implementations that splitBundle, BundleEntries and
-// ResourceInfo replaced, kept as the oracle of the tests below.
-
-func oldSplitBundle(body []byte) (shell []byte, resources []json.RawMessage, ok bool) {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, nil, false
-	}
-	if _, has := doc["entry"]; !has {
-		return body, nil, true
-	}
-	var entries []map[string]json.RawMessage
-	if err := json.Unmarshal(doc["entry"], &entries); err != nil {
-		return nil, nil, false
-	}
-	resources = make([]json.RawMessage, len(entries))
-	for i, e := range entries {
-		resources[i] = e["resource"]
-		delete(e, "resource")
-	}
-	entryJSON, err := json.Marshal(entries)
-	if err != nil {
-		return nil, nil, false
-	}
-	doc["entry"] = entryJSON
-	if shell, err = json.Marshal(doc); err != nil {
-		return nil, nil, false
-	}
-	return shell, resources, true
-}
+// The encoding/json implementations that BundleEntries and ResourceInfo
+// replaced, kept as the oracle of the tests below.
 
 type oldBundleIn struct {
 	Entry []struct {
@@ -82,99 +54,7 @@ func oldResourceInfo(body []byte) (Info, bool) {
 	return info, true
 }
 
-// sameJSON reports whether a and b hold the same JSON content (member
-// order and string escapes aside; numbers compared as written).
-func sameJSON(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	decode := func(x []byte) any {
-		d := json.NewDecoder(bytes.NewReader(x))
-		d.UseNumber()
-		var v any
-		if err := d.Decode(&v); err != nil {
-			t.Fatalf("invalid JSON %q: %v", x, err)
-		}
-		return v
-	}
-	return reflect.DeepEqual(decode(a), decode(b))
-}
-
 const splitCases = `{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:1","resource":{"resourceType":"Patient"},"request":{"method":"POST","url":"Patient"}}]}`
-
-func TestSplitBundle(t *testing.T) {
-	for _, tc := range []struct {
-		name, body string
-		ok         bool
-		shell      string // compared as JSON content
-		resources  []string
-	}{
-		{"no entry", `{"resourceType":"Bundle","type":"batch"}`, true, `{"resourceType":"Bundle","type":"batch"}`, nil},
-		{"one entry", splitCases, true,
-			`{"resourceType":"Bundle","type":"transaction","entry":[{"fullUrl":"urn:uuid:1","request":{"method":"POST","url":"Patient"}}]}`,
-			[]string{`{"resourceType":"Patient"}`}},
-		{"whitespace", " \n{ \"resourceType\" : \"Bundle\" ,\t\"entry\" : [ { \"resource\" : { \"resourceType\" : \"Patient\" , \"active\" : true } , \"request\" : { \"method\" : \"POST\" } } , {\r\n\"fullUrl\" : \"x\" } ] }\n",
-			true, `{"resourceType":"Bundle","entry":[{"request":{"method":"POST"}},{"fullUrl":"x"}]}`,
-			[]string{`{ "resourceType" : "Patient" , "active" : true }`, ""}},
-		{"escaped keys", `{"resourceType":"Bundle","entr\u0079":[{"resourc\u0065":{"resourceType":"Patient"},"f\u0075llUrl":"a"},{"\u0072esource":[1]}]}`,
-			true, `{"resourceType":"Bundle","entry":[{"fullUrl":"a"},{}]}`,
-			[]string{`{"resourceType":"Patient"}`, `[1]`}},
-		{"resource nested", `{"resourceType":"Bundle","entry":[{"fullUrl":"resource","search":{"resource":{"x":"resource"}},"extension":[{"resource":["resource",{"resource":1}]}],"resource":{"resourceType":"Basic","resource":{"resource":"]}"}}}]}`,
-			true, `{"resourceType":"Bundle","entry":[{"fullUrl":"resource","search":{"resource":{"x":"resource"}},"extension":[{"resource":["resource",{"resource":1}]}]}]}`,
-			[]string{`{"resourceType":"Basic","resource":{"resource":"]}"}}`}},
-		{"resource only", `{"resourceType":"Bundle","entry":[{"resource":{"resourceType":"Patient"}},{"resource":{"resourceType":"Basic"}}]}`,
-			true, `{"resourceType":"Bundle","entry":[{},{}]}`,
-			[]string{`{"resourceType":"Patient"}`, `{"resourceType":"Basic"}`}},
-		{"empty entry array", `{"resourceType":"Bundle","entry":[ ]}`, true, `{"resourceType":"Bundle","entry":[]}`, []string{}},
-		{"empty entry", `{"resourceType":"Bundle","entry":[{ }]}`, true, `{"resourceType":"Bundle","entry":[{}]}`, []string{""}},
-		{"entry before the rest", `{"entry":[{"resource":1}],"resourceType":"Bundle","meta":{"tag":[{"code":"entry"}]}}`,
-			true, `{"resourceType":"Bundle","entry":[{}],"meta":{"tag":[{"code":"entry"}]}}`, []string{"1"}},
-		{"null entry element", `{"resourceType":"Bundle","entry":[null,{"resource":{"a":1}}]}`, true, `{"resourceType":"Bundle","entry":[null,{}]}`, []string{"", `{"a":1}`}},
-		{"null entry", `{"resourceType":"Bundle","entry":null}`, true, `{"resourceType":"Bundle","entry":null}`, []string{}},
-		{"Entry is not entry", `{"resourceType":"Bundle","Entry":[{"resource":{"resourceType":"Patient"}}]}`, true, `{"resourceType":"Bundle","Entry":[{"resource":{"resourceType":"Patient"}}]}`, nil},
-		{"Resource is not resource", `{"resourceType":"Bundle","entry":[{"Resource":{"resourceType":"Patient"}}]}`, true, `{"resourceType":"Bundle","entry":[{"Resource":{"resourceType":"Patient"}}]}`, []string{""}},
-		{"string entry element", `{"resourceType":"Bundle","entry":["x"]}`, false, "", nil},
-		{"array entry element", `{"resourceType":"Bundle","entry":[[{"resource":1}]]}`, false, "", nil},
-		{"number entry element", `{"resourceType":"Bundle","entry":[{"resource":1},2]}`, false, "", nil},
-		{"object entry", `{"resourceType":"Bundle","entry":{"resource":1}}`, false, "", nil},
-		{"string entry", `{"resourceType":"Bundle","entry":"x"}`, false, "", nil},
-		{"not an object", `["resourceType"]`, false, "", nil},
-		{"truncated", splitCases[:len(splitCases)-3], false, "", nil},
-		{"trailing data", splitCases + `{}`, false, "", nil},
-		{"empty", ``, false, "", nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			shell, resources, ok := splitBundle([]byte(tc.body))
-			if ok != tc.ok {
-				t.Fatalf("ok = %v, want %v", ok, tc.ok)
-			}
-			oshell, ores, ook := oldSplitBundle([]byte(tc.body))
-			if ook != ok {
-				t.Errorf("ok = %v, but the old split said %v", ok, ook)
-			}
-			if !ok {
-				return
-			}
-			if !json.Valid(shell) || !sameJSON(t, shell, []byte(tc.shell)) || !sameJSON(t, shell, oshell) {
-				t.Errorf("shell %s\nwant %s\n old %s", shell, tc.shell, oshell)
-			}
-			if bytes.Contains(shell, []byte("\n")) {
-				t.Errorf("shell is not compact: %q", shell)
-			}
-			var got []string
-			if resources != nil {
-				got = []string{}
-			}
-			for i, r := range resources {
-				got = append(got, string(r))
-				if string(r) != string(ores[i]) {
-					t.Errorf("resource %d = %q, old %q", i, r, ores[i])
-				}
-			}
-			if !reflect.DeepEqual(got, tc.resources) {
-				t.Errorf("resources %q, want %q", got, tc.resources)
-			}
-		})
-	}
-}
 
 func TestBundleEntries(t *testing.T) {
 	req := func(method, url string) *EntryRequest { return &EntryRequest{Method: method, URL: url} }
@@ -359,11 +239,11 @@ func caseFolded(body []byte) bool {
 	}
 }
 
-// FuzzSplitBundle compares splitBundle, BundleEntries and ResourceInfo
-// with their encoding/json predecessors on every input the guard lets
+// FuzzBundleEntries compares BundleEntries and ResourceInfo with their
+// encoding/json predecessors on every input the guard lets
 // through without a syntax error or a duplicate key, and checks that no
 // input makes them panic.
-func FuzzSplitBundle(f *testing.F) {
+func FuzzBundleEntries(f *testing.F) {
 	fuzzSeeds(f)
 	for _, s := range []string{
 		splitCases,
@@ -375,7 +255,6 @@ func FuzzSplitBundle(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		shell, resources, ok := splitBundle(body)
 		entries, err := BundleEntries(body)
 		info, infoOK := ResourceInfo(body)
 		s := scanDoc(body, maxSupportedDepth)
@@ -389,24 +268,6 @@ func FuzzSplitBundle(f *testing.F) {
 		}
 		if caseFolded(body) {
 			return
-		}
-
-		oshell, ores, ook := oldSplitBundle(body)
-		if ok != ook {
-			t.Fatalf("split ok = %v, old %v", ok, ook)
-		}
-		if ok {
-			if !sameJSON(t, shell, oshell) {
-				t.Fatalf("shell %s\n old %s", shell, oshell)
-			}
-			if len(resources) != len(ores) {
-				t.Fatalf("%d resources, old %d", len(resources), len(ores))
-			}
-			for i := range resources {
-				if !bytes.Equal(resources[i], ores[i]) {
-					t.Fatalf("resource %d = %q, old %q", i, resources[i], ores[i])
-				}
-			}
 		}
 
 		old, oerr := oldBundleEntries(body)

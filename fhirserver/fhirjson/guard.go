@@ -9,12 +9,14 @@ import (
 )
 
 // The guard is a hand-written, single-pass JSON scanner that runs before
-// google/fhir sees a body. google/fhir decodes through maps (so duplicate keys
-// silently win or lose), accepts null, empty strings/objects/arrays,
-// upper-case element names and "_x" members holding plain values; the FHIR
-// JSON format forbids all of these. The scanner also enforces the nesting
+// the structural check (structure.go). It rejects what the FHIR JSON format
+// forbids whatever the type: duplicate keys, null (but for the placeholders
+// of "x"/"_x" arrays), empty strings, objects and arrays, upper-case element
+// names and "_x" members holding plain values. It also enforces the nesting
 // limit and UTF-8 validity, and records what later stages need (the root's
-// members and where contained resources are) so the body is walked once.
+// members, narratives, resourceType members that are not first in their
+// object), so that the structural check can assume well-formed JSON and
+// read each byte once.
 
 // Value kinds seen by the scanner.
 const (
@@ -58,12 +60,6 @@ type member struct {
 	kind       uint8
 }
 
-// containedRef locates one element of a "contained" array.
-type containedRef struct {
-	path       string // relative to the root, e.g. ".entry[0].resource.contained[1]"
-	start, end int
-}
-
 // guardIssue is a problem found by the scanner; path is relative to the root
 // (the resource type is prefixed once it is known).
 type guardIssue struct {
@@ -88,8 +84,8 @@ type scanner struct {
 	keys   []keyEnt // members of all open objects, innermost last
 	issues []guardIssue
 
-	top        []member // members of the root object
-	contained  []containedRef
+	top        []member       // members of the root object
+	late       []lateType     // see structure.go
 	narratives []narrativeRef // every Narrative.div string, for checkNarratives
 	scratch    []byte
 
@@ -218,9 +214,10 @@ func (s *scanner) literal(lit string) bool {
 	return true
 }
 
-// number checks the JSON number grammar. Numbers are kept as text later on,
-// but google/fhir's JSON library fails on some exponents that overflow a
-// float, so those are reported here, where the location is known.
+// number checks the JSON number grammar. Numbers are kept as text later on;
+// those whose exponent overflows a float are refused (as google/fhir, the
+// structural check before f7dada6, refused them), reported here where the
+// location is known.
 func (s *scanner) number() bool {
 	start := s.pos
 	end, exp, problem := scanNumber(s.data, start)
@@ -278,8 +275,8 @@ func scanNumber(d []byte, i int) (end int, exp bool, problem string) {
 	return i, exp, ""
 }
 
-// overflows mirrors where google/fhir's JSON library gives up: numbers that
-// start with 0 are read as float32, others as float64.
+// overflows keeps the limit google/fhir's JSON library had: numbers that
+// start with 0 overflow as a float32, others as a float64.
 func overflows(num []byte) bool {
 	bits := 64
 	if num[0] == '0' {
@@ -304,6 +301,7 @@ func (s *scanner) object() (valInfo, bool) {
 		return valInfo{}, false
 	}
 	root := s.depth == 1
+	objStart := s.pos
 	s.pos++ // '{'
 	frame := len(s.keys)
 	var big map[string]int
@@ -361,6 +359,9 @@ func (s *scanner) object() (valInfo, bool) {
 		if info.kind == kString && string(name) == "div" {
 			s.noteNarrative(vstart)
 		}
+		if string(name) == "resourceType" && (len(s.keys) > frame || keyEnd-keyStart != len(`"resourceType"`)) {
+			s.late = append(s.late, lateType{obj: objStart, start: vstart, end: s.pos})
+		}
 		s.path = s.path[:len(s.path)-1]
 		s.keys = append(s.keys, keyEnt{name: name, info: info})
 		if root {
@@ -417,8 +418,8 @@ func (s *scanner) key() ([]byte, bool) {
 }
 
 // checkName rejects names no FHIR element can have: element names start
-// with a lower-case letter and are case-sensitive (google/fhir would accept
-// "Gender" for "gender").
+// with a lower-case letter and are case-sensitive ("Gender" is not
+// "gender"), with a message that says so.
 func (s *scanner) checkName(name []byte) {
 	n := name
 	if len(n) > 0 && n[0] == '_' {
@@ -537,11 +538,8 @@ func (s *scanner) array() (valInfo, bool) {
 		info.allNull = false
 		return info, true
 	}
-	// Elements of "contained" are resources that are validated on their own.
-	isContained := len(s.path) > 0 && string(s.path[len(s.path)-1].key) == "contained"
 	for n := 0; ; n++ {
 		s.path = append(s.path, seg{index: n})
-		start := s.pos
 		el, ok := s.value()
 		if !ok {
 			return valInfo{}, false
@@ -558,9 +556,6 @@ func (s *scanner) array() (valInfo, bool) {
 		default:
 			info.hasPrim = true
 			info.allNull = false
-		}
-		if isContained && el.kind == kObject {
-			s.contained = append(s.contained, containedRef{path: s.relPath(), start: start, end: s.pos})
 		}
 		s.path = s.path[:len(s.path)-1]
 		s.skipWS()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson/internal/xhtml"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
@@ -213,8 +214,8 @@ func TestNarrativeLocations(t *testing.T) {
 			t.Errorf("%s: Check = %v", tc.name, err)
 			continue
 		}
-		// Only the narrative issues: google/fhir v0.7.4 cannot parse
-		// Parameters.parameter.resource and reports its members as unknown.
+		// Only the narrative issues: google/fhir v0.7.4, the structural
+		// check before f7dada6, could not parse Parameters.parameter.resource.
 		var got []string
 		for _, is := range oe.Issues {
 			if e := strings.Join(is.Expression, ","); strings.HasSuffix(e, ".text.div") {
@@ -225,7 +226,7 @@ func TestNarrativeLocations(t *testing.T) {
 			t.Errorf("%s: expressions %v, want %v\n%s", tc.name, got, tc.exprs, dump(oe))
 		}
 	}
-	// A "div" that is not in a "text" object is google/fhir's to report.
+	// A "div" that is not in a "text" object is the structural check's to report.
 	_, err := v.Check([]byte(`{"resourceType":"Patient","name":[{"div":"<script/>"}]}`))
 	if oe, ok := outcome.As(err); !ok || !hasIssue(oe, "structure", "Patient.name[0].div", "unknown element") {
 		t.Errorf("div outside text: %v", err)
@@ -243,7 +244,7 @@ func TestNarrativeMessagesClipped(t *testing.T) {
 		xdiv(`<p>y</p></` + long + `>`),
 		`<` + long + ` xmlns="http://www.w3.org/1999/xhtml">y</` + long + `>`,
 	} {
-		code, msg := checkXHTML([]byte(div))
+		code, msg := xhtml.Check([]byte(div))
 		if msg == "" || code == "" {
 			t.Fatalf("accepted %.80s", div)
 		}
@@ -253,7 +254,7 @@ func TestNarrativeMessagesClipped(t *testing.T) {
 	}
 }
 
-// FuzzNarrative: checkXHTML never panics or stalls, and what it accepts
+// FuzzNarrative: xhtml.Check never panics or stalls, and what it accepts
 // reads as harmless to an HTML tokenizer as well: every '<' opens an
 // allowed tag, an end tag or a plain comment, and no attribute holds an
 // event handler or a script URL.
@@ -270,12 +271,12 @@ func FuzzNarrative(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, div []byte) {
 		start := time.Now()
-		code, msg := checkXHTML(div)
+		code, msg := xhtml.Check(div)
 		if d := time.Since(start); d > 30*time.Second { // a hang, not a speed check
-			t.Fatalf("checkXHTML took %v on %d bytes", d, len(div))
+			t.Fatalf("xhtml.Check took %v on %d bytes", d, len(div))
 		}
 		if msg != "" {
-			if code != codeInvalid && code != codeSecurity {
+			if code != xhtml.CodeInvalid && code != xhtml.CodeSecurity {
 				t.Fatalf("code %q for %q", code, msg)
 			}
 			return
@@ -299,7 +300,7 @@ func htmlOracle(t *testing.T, div []byte) {
 		for n < len(rest) && ('a' <= rest[n] && rest[n] <= 'z' || 'A' <= rest[n] && rest[n] <= 'Z' || '0' <= rest[n] && rest[n] <= '9') {
 			n++
 		}
-		if !allowedElements[string(rest[:n])] || n == len(rest) || !strings.ContainsRune(" \t\r\n/>", rune(rest[n])) {
+		if !xhtml.Allowed(string(rest[:n])) || n == len(rest) || !strings.ContainsRune(" \t\r\n/>", rune(rest[n])) {
 			t.Fatalf("accepted a tag HTML reads as %q: %q", rest[:min(n+1, len(rest))], div)
 		}
 	}

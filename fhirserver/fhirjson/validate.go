@@ -7,21 +7,16 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/google/fhir/go/fhirversion"
-	"github.com/google/fhir/go/jsonformat"
-
+	"github.com/kiln-fhir/kiln/fhirserver/fhirjson/internal/model"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 )
 
-// Validator checks FHIR R4 JSON. Safe for concurrent use.
-//
-// One google/fhir Unmarshaller is shared: its fields are only read while
-// unmarshalling, and its caches (field maps, name maps) are guarded by a
-// mutex and a sync.Map, so concurrent calls are safe without a pool
-// (TestCheckConcurrent exercises this under -race).
+// Validator checks FHIR R4 JSON. Safe for concurrent use: the model is
+// read-only and each check has its own state (TestCheckConcurrent runs
+// this under -race).
 type Validator struct {
-	lim Limits
-	um  *jsonformat.Unmarshaller
+	lim   Limits
+	model *model.Model
 }
 
 // maxSupportedDepth bounds Limits.MaxDepth: the guard and SetMeta recurse
@@ -38,14 +33,11 @@ func NewValidator(l Limits) (*Validator, error) {
 	if l.MaxDepth > maxSupportedDepth {
 		return nil, fmt.Errorf("fhirjson: MaxDepth %d is above the supported %d", l.MaxDepth, maxSupportedDepth)
 	}
-	um, err := jsonformat.NewUnmarshaller("UTC", fhirversion.R4)
+	m, err := model.Get()
 	if err != nil {
 		return nil, fmt.Errorf("fhirjson: %w", err)
 	}
-	// google/fhir counts path segments rather than JSON levels; our guard is
-	// the stricter of the two, this is a second line of defence.
-	um.MaxNestingDepth = l.MaxDepth
-	return &Validator{lim: l, um: um}, nil
+	return &Validator{lim: l, model: m}, nil
 }
 
 // Info is what the server needs to know about a checked resource.
@@ -58,11 +50,10 @@ type Info struct {
 // Check validates one resource body (which may be a Bundle): first the
 // guard (UTF-8, a JSON object, nesting depth, no duplicate keys, no null
 // except as an array placeholder the spec allows, no empty strings, objects
-// or arrays, a string resourceType), then google/fhir's structural R4 check,
-// then each contained resource on its own, since google/fhir does not
-// validate inside contained resources, then the XHTML of every narrative
-// (narrative.go). Failures are *outcome.Error with
-// status 400 (413 for a body over the size limits).
+// or arrays, a string resourceType), then the structural R4 check
+// (structure.go), contained resources and the resources of a Bundle
+// included, then the XHTML of every narrative (narrative.go). Failures are
+// *outcome.Error with status 400 (413 for a body over the size limits).
 func (v *Validator) Check(body []byte) (Info, error) {
 	return v.check(body, false)
 }
@@ -94,19 +85,11 @@ func (v *Validator) check(body []byte, batchShell bool) (Info, error) {
 		return Info{}, tooLarge(v.lim.MaxResourceBytes)
 	}
 
-	var issues []outcome.Issue
-	switch {
-	case info.ResourceType != "Bundle":
-		issues = v.structural(body, "")
-	case batchShell && info.BundleType == "batch":
-		if shell, _, ok := splitBundle(body); ok {
-			body = shell
-		}
-		return info, issuesErr(v.structural(body, ""))
-	default:
-		issues = v.structuralBundle(body)
+	slices.SortFunc(s.late, func(a, b lateType) int { return a.obj - b.obj })
+	if batchShell && info.ResourceType == "Bundle" && info.BundleType == "batch" {
+		return info, issuesErr(v.structure(body, s.late, true))
 	}
-	issues = append(issues, v.checkContained(body, info.ResourceType, s.contained)...)
+	issues := v.structure(body, s.late, false)
 	issues = append(issues, checkNarratives(body, info.ResourceType, s.narratives)...)
 	if len(issues) > 0 {
 		return Info{}, badRequest(issues)
@@ -132,7 +115,7 @@ func (s *scanner) rootInfo(report bool) (Info, bool) {
 			rt, _ := unquote(s.data[m.start:m.end])
 			info.ResourceType = string(rt)
 		case "id":
-			if m.kind == kString { // other kinds are google/fhir's to report
+			if m.kind == kString { // other kinds are the structural check's to report
 				id, _ := unquote(s.data[m.start:m.end])
 				info.ID = string(id)
 			}
@@ -151,108 +134,6 @@ func (s *scanner) rootInfo(report bool) (Info, bool) {
 	}
 	return info, found && info.ResourceType != ""
 }
-
-// checkContained validates every contained resource on its own: google/fhir
-// parses contained resources (so unknown elements and bad primitives are
-// already caught) but never runs its validation (required elements,
-// reference targets, primitive formats) inside them. It also applies the
-// DomainResource invariants for contained resources (dom-2, dom-4, dom-5).
-func (v *Validator) checkContained(body []byte, rootType string, refs []containedRef) []outcome.Issue {
-	var issues []outcome.Issue
-	// Elements are recorded as they end, so inner ones come first.
-	slices.SortFunc(refs, func(a, b containedRef) int { return a.start - b.start })
-	outerEnd := -1
-	for _, c := range refs {
-		if c.start < outerEnd {
-			continue // nested contained: dom-2 is reported on its container
-		}
-		outerEnd = c.end
-		expr := rootType + c.path
-		sub := body[c.start:c.end]
-		issues = append(issues, containedInvariants(sub, expr)...)
-		issues = append(issues, v.structural(sub, expr)...)
-	}
-	return issues
-}
-
-// containedInvariants checks what R4 says of a resource inside contained.
-func containedInvariants(sub []byte, expr string) []outcome.Issue {
-	var issues []outcome.Issue
-	s := scanDoc(sub, maxSupportedDepth)
-	if s.fatal {
-		return nil
-	}
-	add := func(path, msg string) {
-		issues = append(issues, outcome.Issue{Severity: "error", Code: codeInvariant, Diagnostics: msg, Expression: []string{expr + path}})
-	}
-	for _, m := range s.top {
-		switch string(m.name) {
-		case "contained":
-			add(".contained", "a contained resource SHALL NOT contain additional contained resources (dom-2)")
-		case "meta":
-			if m.kind != kObject {
-				continue
-			}
-			ms := scanDoc(sub[m.start:m.end], maxSupportedDepth)
-			for _, mm := range ms.top {
-				switch string(mm.name) {
-				case "versionId", "lastUpdated":
-					add(".meta."+string(mm.name), "a contained resource SHALL NOT have a meta.versionId or a meta.lastUpdated (dom-4)")
-				case "security":
-					add(".meta.security", "a contained resource SHALL NOT have a security label (dom-5)")
-				}
-			}
-		}
-	}
-	return issues
-}
-
-// structural runs google/fhir on body. prefix, when set, replaces the
-// resource type at the start of every expression (for contained resources).
-func (v *Validator) structural(body []byte, prefix string) (issues []outcome.Issue) {
-	defer func() {
-		// google/fhir is not ours; a panic on odd input must not take the
-		// request (or the server) down.
-		if r := recover(); r != nil {
-			issues = []outcome.Issue{{Severity: "error", Code: codeStructure, Diagnostics: "the resource could not be parsed: " + clipString(fmt.Sprint(r)), Expression: exprs(prefix)}}
-		}
-	}()
-	var rep reporter
-	_, err := v.um.UnmarshalWithErrorReporter(body, &rep)
-	conv := converter{body: body, prefix: prefix}
-	if err != nil {
-		return conv.parseIssues(err)
-	}
-	return conv.validationIssues(rep.errs)
-}
-
-func exprs(e string) []string {
-	if e == "" {
-		return nil
-	}
-	return []string{e}
-}
-
-// reporter collects google/fhir's validation errors (required elements,
-// reference types, primitive formats) with their element paths.
-type reporter struct {
-	errs []reported
-}
-
-type reported struct {
-	path string
-	err  error
-}
-
-func (r *reporter) ReportValidationError(path string, err error) error {
-	if len(r.errs) < maxIssues {
-		r.errs = append(r.errs, reported{path, err})
-	}
-	return nil
-}
-
-// ReportValidationWarning ignores warnings: Check only rejects.
-func (r *reporter) ReportValidationWarning(string, error) error { return nil }
 
 func issuesErr(issues []outcome.Issue) error {
 	if len(issues) == 0 {

@@ -410,3 +410,20 @@ func TestCheckDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// The structural check holds no tree: what Check allocates does not grow
+// with the body (a count of allocations, not a timing).
+func TestCheckAllocationsDoNotGrowWithTheBody(t *testing.T) {
+	v := newValidator(t)
+	small, large := namesPatient(100), namesPatient(20_000)
+	for _, body := range [][]byte{small, large} {
+		if _, err := v.Check(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := testing.AllocsPerRun(5, func() { v.Check(small) })
+	b := testing.AllocsPerRun(5, func() { v.Check(large) })
+	if b > a+2 {
+		t.Errorf("Check allocates %.0f times for 100 names, %.0f for 20,000", a, b)
+	}
+}
