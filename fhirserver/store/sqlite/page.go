@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 )
 
 // The SQL of a page: its sort expressions, the order it reads rows in
@@ -144,8 +145,8 @@ func checkSorts(sorts []search.Sort) error {
 type pageArm struct {
 	from, where *sqlb // from fromWhere
 	rid         string
-	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
-	keyset      bool          // the rows are past cur (else cur only bounds rids)
+	cur         *cursor.Search // nil: the first page; else its MaxRid bounds the rows
+	keyset      bool           // the rows are past cur (else cur only bounds rids)
 	// sorted: the rows are the walked rows of the first key (s0, see
 	// walkOf), one per resource, in the index's order. null: only the resources
 	// without a first sort value, which tie on it.
@@ -159,7 +160,7 @@ type pageArm struct {
 // sort key and the highest rid, in the page's order.
 func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	const a = "a"
-	back := arm.cur != nil && arm.cur.back
+	back := arm.cur != nil && arm.cur.Back
 	rid := arm.rid
 	expr := func(i int) string { return sortExpr(a, i, q.Sort[i], arm.sorted && i == 0) }
 	s := &sqlb{}
@@ -196,10 +197,10 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 	s.w(" WHERE ")
 	if arm.sorted {
 		walkWhere(s, first, q.Types[0])
-		if arm.keyset && arm.cur.vals[0] != nil {
+		if arm.keyset && arm.cur.Vals[0] != nil {
 			// Implied by the keyset, but a range the walk can start at.
 			_, col := walkedExpr(first)
-			v := arm.cur.vals[0]
+			v := arm.cur.Vals[0]
 			if walkOf(first) == walkKeys {
 				str, _ := v.(string)
 				v = first.Param + "\x1f" + str
@@ -216,7 +217,7 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		s.w(" AND " + expr(0) + " IS NULL")
 	}
 	if arm.cur != nil {
-		s.w(" AND "+rid+" <= ?", arm.cur.maxRid)
+		s.w(" AND "+rid+" <= ?", arm.cur.MaxRid)
 		if arm.keyset {
 			s.w(" AND (")
 			keyset(s, q.Sort, expr, rid, arm.cur)
@@ -298,20 +299,20 @@ func walkWhere(s *sqlb, so search.Sort, typ string) {
 // it as soon as the page is full, so the second arm runs only at the end
 // of the first. A cursor in one region leaves the other whole or out of
 // the page.
-func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
+func sortWalkSQL(q *search.Query, from, where *sqlb, cur *cursor.Search) *sqlb {
 	sorted := pageArm{from: from, where: where, rid: "s0.rid", cur: cur, sorted: true}
 	null := pageArm{from: from, where: where, rid: "a.rid", cur: cur, null: true}
 	var arms []pageArm
 	switch {
 	case cur == nil:
 		arms = []pageArm{sorted, null}
-	case cur.vals[0] != nil && !cur.back:
+	case cur.Vals[0] != nil && !cur.Back:
 		sorted.keyset = true
 		arms = []pageArm{sorted, null}
-	case cur.vals[0] != nil:
+	case cur.Vals[0] != nil:
 		sorted.keyset = true
 		arms = []pageArm{sorted}
-	case !cur.back:
+	case !cur.Back:
 		null.keyset = true
 		arms = []pageArm{null}
 	default:
@@ -335,8 +336,8 @@ func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
 // paging back) in the order of sorts, then rid: the OR over each key of
 // "equal on the keys before it and past the cursor on this one". A missing
 // value (NULL) sorts after every value in both directions.
-func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, cur *searchCursor) {
-	back := cur.back
+func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, cur *cursor.Search) {
+	back := cur.Back
 	for j := 0; j <= len(sorts); j++ {
 		if j > 0 {
 			s.w(" OR ")
@@ -344,22 +345,22 @@ func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, c
 		s.w("(")
 		for i := 0; i < j; i++ {
 			e := expr(i)
-			if cur.vals[i] == nil {
+			if cur.Vals[i] == nil {
 				s.w(e + " IS NULL AND ")
 			} else {
-				s.w(e+" = ? AND ", cur.vals[i])
+				s.w(e+" = ? AND ", cur.Vals[i])
 			}
 		}
 		if j == len(sorts) {
 			if back {
-				s.w(rid+" < ?)", cur.rid)
+				s.w(rid+" < ?)", cur.Rid)
 			} else {
-				s.w(rid+" > ?)", cur.rid)
+				s.w(rid+" > ?)", cur.Rid)
 			}
 			continue
 		}
 		e := expr(j)
-		v := cur.vals[j]
+		v := cur.Vals[j]
 		// greater: later in ascending order of the raw value
 		greater := !sorts[j].Desc
 		switch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 )
 
 // Search runs q on the reader pool.
@@ -134,14 +135,14 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	if q.Count < 0 {
 		return nil, fmt.Errorf("sqlite store: search: count must be >= 0, got %d", q.Count)
 	}
-	hash := hashQuery(q)
-	var cur *searchCursor
+	hash := cursor.SearchHash(q)
+	var cur *cursor.Search
 	if q.Cursor != "" {
-		c, err := decodeSearchCursor(q.Cursor)
+		c, err := cursor.DecodeSearch(q.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		if c.query != hash || len(c.vals) != len(q.Sort) {
+		if c.Query != hash || len(c.Vals) != len(q.Sort) {
 			return nil, fmt.Errorf("sqlite store: search: cursor was issued for another query: %w", store.ErrBadCursor)
 		}
 		cur = &c
@@ -181,17 +182,17 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	if err != nil {
 		return fail(err)
 	}
-	back := cur != nil && cur.back
+	back := cur != nil && cur.Back
 	if back {
 		slices.Reverse(hits)
 	}
 	at := func(h hit, back bool) string {
-		return searchCursor{back: back, query: hash, maxRid: maxRid, rid: h.rid, vals: h.vals}.encode()
+		return cursor.Search{Back: back, Query: hash, MaxRid: maxRid, Rid: h.rid, Vals: h.vals}.Encode()
 	}
 	here := func(back bool) string { // a cursor at the position asked for
 		c := *cur
-		c.back = back
-		return c.encode()
+		c.Back = back
+		return c.Encode()
 	}
 	switch {
 	case len(hits) == 0 && cur != nil:
@@ -246,7 +247,7 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 // the cursor in the query's order, the extra one telling whether there is
 // more. Keyset only: the cursor's position becomes a WHERE condition, so a
 // page costs the same wherever it is.
-func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *searchCursor) (hits []hit, maxRid int64, more bool, err error) {
+func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *cursor.Search) (hits []hit, maxRid int64, more bool, err error) {
 	var s *sqlb
 	// Rows that stream in rid order, unsorted, stop at the page: their
 	// versions can be read in the same statement (one per row, the
@@ -265,7 +266,7 @@ func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, whe
 	defer rows.Close()
 	maxRid = -1
 	if cur != nil {
-		maxRid = cur.maxRid
+		maxRid = cur.MaxRid
 	}
 	for rows.Next() {
 		if len(hits) == q.Count {

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,37 +13,9 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
-
-func TestSearchCursorRoundTrip(t *testing.T) {
-	for _, c := range []searchCursor{
-		{query: 1, maxRid: 10, rid: 3},
-		{back: true, query: math.MaxUint32, maxRid: math.MaxInt64, rid: math.MaxInt64, vals: []any{nil, int64(-5), 2.5, "", "x\x1fé"}},
-		{maxRid: 1, rid: 1, vals: []any{math.Inf(1), math.Inf(-1), -math.MaxFloat64, int64(math.MinInt64)}},
-	} {
-		s := c.encode()
-		got, err := decodeSearchCursor(s)
-		if err != nil || !reflect.DeepEqual(got, c) {
-			t.Errorf("round trip of %+v: %+v, %v", c, got, err)
-		}
-	}
-}
-
-func TestSearchCursorRejects(t *testing.T) {
-	good := searchCursor{query: 7, maxRid: 100, rid: 42, vals: []any{"abc", int64(3)}}.encode()
-	bad := []string{"", "=", good + "A", good[:len(good)-2], strings.ToUpper(good),
-		searchCursor{maxRid: 4, rid: 5}.encode(),                     // rid beyond the snapshot
-		cursor{lastUpdated: 1, seq: 1, maxSeq: 2, query: 7}.encode(), // a history cursor
-	}
-	checkRejects(t, "decodeSearchCursor", good, bad, decodeSearchCursor)
-}
-
-func FuzzSearchCursorDecode(f *testing.F) {
-	f.Add(searchCursor{query: 1, maxRid: 9, rid: 2, vals: []any{"a", int64(1), 1.5, nil}}.encode())
-	f.Add(searchCursor{back: true, maxRid: 1, rid: 1}.encode())
-	fuzzDecode(f, decodeSearchCursor)
-}
 
 func TestPrefixEnd(t *testing.T) {
 	for _, c := range []struct {
@@ -437,11 +408,11 @@ func TestSortWalkPlan(t *testing.T) {
 		case c.q.Sort[0].Desc:
 			index = "SEARCH s0 USING COVERING INDEX search_dates_by_high (param=? AND type=?"
 		}
-		for _, cur := range []*searchCursor{
+		for _, cur := range []*cursor.Search{
 			nil,
-			{maxRid: 600, rid: 300, vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
-			{back: true, maxRid: 600, rid: 300, vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
-			{back: true, maxRid: 600, rid: 300, vals: make([]any, len(c.q.Sort))},
+			{MaxRid: 600, Rid: 300, Vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
+			{Back: true, MaxRid: 600, Rid: 300, Vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
+			{Back: true, MaxRid: 600, Rid: 300, Vals: make([]any, len(c.q.Sort))},
 		} {
 			sq := sortWalkSQL(c.q, from, where, cur)
 			lines := explain(t, s.reader, sq.String(), sq.args...)
