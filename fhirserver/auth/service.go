@@ -1,3 +1,12 @@
+// Package auth is Kiln's OAuth2/OIDC issuer: the Service (login,
+// refresh, revocation, introspection, client tokens), its HTTP endpoints
+// and the Require middleware, users and passwords, machine clients,
+// trusted external issuers, and the scopes with the policy table
+// (policy.go), the one place that decides what a grant allows.
+//
+// Its workings are internal packages: access tokens and their signing
+// keys (internal/token), the login and request limits (internal/throttle)
+// and the OAuth endpoints' HTTP vocabulary (internal/oauthwire).
 package auth
 
 import (
