@@ -60,7 +60,7 @@ test-clients:
 # package whose memory is a single []byte reached only through go-sqlite3's
 # connections (instrumented, as is all of Kiln): compiled without the
 # detector it runs the store's tests 3x faster and hides none of our races.
-RACE_PKGS := ./cmd/kiln ./fhirserver ./fhirserver/rest ./fhirserver/bundle ./fhirserver/audit ./fhirserver/auth \
+RACE_PKGS := ./cmd/kiln ./fhirserver ./fhirserver/rest ./fhirserver/bundle ./fhirserver/audit ./fhirserver/auth/... \
 	./fhirserver/fhirjson ./fhirserver/fhirpath/... ./internal/httpserver \
 	./fhirserver/search/... ./fhirserver/store/... ./fhirserver/internal/ucum ./fhirserver/internal/budget \
 	./internal/app ./legacyapi ./profiles ./profiles/validate

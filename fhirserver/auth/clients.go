@@ -12,6 +12,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/token"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -97,7 +98,7 @@ func (c *Clients) Register(ctx context.Context, reg Registration) (*Client, stri
 	if strings.TrimSpace(reg.Name) == "" {
 		return nil, "", errors.New("a client needs a name")
 	}
-	cl := &Client{ID: "kc-" + randomID()[:20], Name: reg.Name, Scopes: g.String(), Introspect: reg.Introspect, Created: c.now().UTC()}
+	cl := &Client{ID: "kc-" + token.RandomID()[:20], Name: reg.Name, Scopes: g.String(), Introspect: reg.Introspect, Created: c.now().UTC()}
 	if len(reg.JWKS) > 0 {
 		if err := checkJWKS(reg.JWKS); err != nil {
 			return nil, "", err
@@ -112,7 +113,7 @@ func (c *Clients) Register(ctx context.Context, reg Registration) (*Client, stri
 }
 
 func (c *Clients) newSecret(cl *Client) string {
-	secret := randomID() + randomID()
+	secret := token.RandomID() + token.RandomID()
 	now := c.now().UTC()
 	cl.Secrets = append(cl.Secrets, Secret{Hash: tokenHash(secret), Created: now, Expires: now.Add(c.SecretLifetime)})
 	return secret
@@ -261,7 +262,7 @@ func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID string
 	if len(audiences) == 0 {
 		return nil, ErrInvalidClient // an empty expectation would match any aud
 	}
-	if len(assertion) > maxTokenBytes {
+	if len(assertion) > token.MaxBytes {
 		return nil, ErrInvalidClient
 	}
 	tok, err := jwt.ParseSigned(assertion, assertionAlgs)
@@ -300,13 +301,13 @@ func (c *Clients) CheckAssertion(ctx context.Context, assertion, clientID string
 		return nil, ErrInvalidClient
 	}
 	now := c.now()
-	err = claims.ValidateWithLeeway(jwt.Expected{Issuer: cl.ID, Subject: cl.ID, AnyAudience: jwt.Audience(audiences), Time: now}, clockSkew)
-	if err != nil || claims.Expiry == nil || claims.ID == "" || claims.Expiry.Time().After(now.Add(maxAssertionLifetime+clockSkew)) {
+	err = claims.ValidateWithLeeway(jwt.Expected{Issuer: cl.ID, Subject: cl.ID, AnyAudience: jwt.Audience(audiences), Time: now}, token.ClockSkew)
+	if err != nil || claims.Expiry == nil || claims.ID == "" || claims.Expiry.Time().After(now.Add(maxAssertionLifetime+token.ClockSkew)) {
 		return nil, ErrInvalidClient
 	}
 	// Replay: each jti once, remembered until the assertion expires.
 	err = c.records.PutRecord(ctx, store.Record{Kind: assertionKind, ID: cl.ID + "\x1f" + claims.ID, Version: 1, Value: []byte{1},
-		Expires: claims.Expiry.Time().Add(clockSkew)})
+		Expires: claims.Expiry.Time().Add(token.ClockSkew)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil, ErrInvalidClient
 	}

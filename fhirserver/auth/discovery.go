@@ -6,6 +6,7 @@ package auth
 import (
 	"net/http"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/oauthwire"
 	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
 
@@ -16,7 +17,7 @@ func (s *Service) jwks(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "public, max-age=300")
-	writeJSON(w, http.StatusOK, set)
+	oauthwire.WriteJSON(w, http.StatusOK, set)
 }
 
 // The client authentication methods of the token, revocation and
@@ -76,13 +77,13 @@ func (s *Service) openIDConfiguration(w http.ResponseWriter, r *http.Request) {
 	d["id_token_signing_alg_values_supported"] = []string{"RS256"}
 	d["response_types_supported"] = []string{"token"}
 	d["subject_types_supported"] = []string{"public"}
-	writeJSON(w, http.StatusOK, d)
+	oauthwire.WriteJSON(w, http.StatusOK, d)
 }
 
 func (s *Service) smartConfiguration(w http.ResponseWriter, r *http.Request) {
 	d := s.discovery()
 	d["capabilities"] = []string{"client-confidential-asymmetric", "client-confidential-symmetric", "permission-v1", "permission-v2"}
-	writeJSON(w, http.StatusOK, d)
+	oauthwire.WriteJSON(w, http.StatusOK, d)
 }
 
 // ScopesSupported are the scopes the discovery documents advertise: the

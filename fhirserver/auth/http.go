@@ -5,10 +5,10 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/oauthwire"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/internal/httpserver"
 )
@@ -56,9 +56,9 @@ func (s *Service) Require(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		raw, ok := bearer(r)
+		raw, ok := oauthwire.Bearer(r)
 		if !ok {
-			if usedScheme(r, "Bearer") {
+			if oauthwire.UsedScheme(r, "Bearer") {
 				s.unauthorized(w, r, "the bearer token is empty")
 			} else {
 				s.unauthenticated(w, r)
@@ -81,33 +81,10 @@ func (s *Service) Require(next http.Handler) http.Handler {
 	})
 }
 
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
-
-// usedScheme reports whether the request's Authorization names scheme
-// (Basic, Bearer), whatever follows.
-func usedScheme(r *http.Request, scheme string) bool {
-	s, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	return strings.EqualFold(s, scheme)
-}
-
-// invalidTokenChallenge is the WWW-Authenticate of a refused bearer token
-// (RFC 6750 §3.1).
-func invalidTokenChallenge(reason string) string {
-	return `Bearer realm="kiln", error="invalid_token", error_description="` + strings.ReplaceAll(reason, `"`, "'") + `"`
-}
-
 // unauthorized answers a bearer token that was refused: the challenge
 // says invalid_token and why (RFC 6750 §3.1).
 func (s *Service) unauthorized(w http.ResponseWriter, r *http.Request, reason string) {
-	w.Header().Set("WWW-Authenticate", invalidTokenChallenge(reason))
+	w.Header().Set("WWW-Authenticate", oauthwire.TokenChallenge(reason))
 	s.write401(w, r, reason)
 }
 
@@ -185,11 +162,8 @@ func (s *Service) limited(next http.Handler) http.Handler { return s.limit(next,
 // limitedOAuth is limited for the OAuth endpoints, whose clients read the
 // RFC 6749 error body: RFC 6749 has no code for a rate limit, so the 429
 // says temporarily_unavailable, with Retry-After.
-func (s *Service) limitedOAuth(next http.Handler) http.Handler { return s.limit(next, oauthTooMany) }
-
-func oauthTooMany(w http.ResponseWriter, wait time.Duration) {
-	setRetryAfter(w, wait)
-	oauthError(w, http.StatusTooManyRequests, "temporarily_unavailable", "too many requests; retry later")
+func (s *Service) limitedOAuth(next http.Handler) http.Handler {
+	return s.limit(next, oauthwire.TooMany)
 }
 
 // limitedIntrospect is the limit of /auth/introspect, which a resource
@@ -203,7 +177,7 @@ func (s *Service) limitedIntrospect(serve func(http.ResponseWriter, *http.Reques
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ip := ClientIP(r)
 		if ok, wait := s.Throttle.Ready(ip); !ok {
-			oauthTooMany(w, wait)
+			oauthwire.TooMany(w, wait)
 			return
 		}
 		if !serve(w, r) {
@@ -224,12 +198,8 @@ func (s *Service) limit(next http.Handler, tooMany func(http.ResponseWriter, tim
 
 // TooMany answers 429 with Retry-After (whole seconds, at least 1).
 func TooMany(w http.ResponseWriter, wait time.Duration) {
-	setRetryAfter(w, wait)
+	oauthwire.SetRetryAfter(w, wait)
 	httpserver.WriteError(w, http.StatusTooManyRequests, "too_many_requests", "too many requests; retry later")
-}
-
-func setRetryAfter(w http.ResponseWriter, wait time.Duration) {
-	w.Header().Set("Retry-After", strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second))))
 }
 
 // logout revokes the token the request presents (Require verified it).
@@ -249,6 +219,6 @@ func (s *Service) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r.Context(), Event{Action: "logout", Subject: p.Subject, IP: ClientIP(r), Success: true})
-	noStore(w)
-	writeJSON(w, http.StatusOK, map[string]bool{"revoked": true})
+	oauthwire.NoStore(w)
+	oauthwire.WriteJSON(w, http.StatusOK, map[string]bool{"revoked": true})
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/authtest"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -90,7 +91,7 @@ func TestValidatePassword(t *testing.T) {
 // and replacing the password.
 func TestPasswordRulesOnAddAndSetPassword(t *testing.T) {
 	ctx := context.Background()
-	u := NewUsers(&fuzzRecords{m: map[string]store.Record{}}, time.Now)
+	u := NewUsers(authtest.NewRecords(), time.Now)
 	const email = "nurse.joy@example.org"
 	for _, bad := range []string{"aaaaaaaaaaaa", "password1234", "123456789012", email, "i am nurse.joy here"} {
 		var pe *PasswordError
@@ -133,7 +134,7 @@ func TestPasswordNormalizationLogin(t *testing.T) {
 		{"set NFD, log in NFD", ångströmNFD, ångströmNFD},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := NewUsers(&fuzzRecords{m: map[string]store.Record{}}, time.Now)
+			u := NewUsers(authtest.NewRecords(), time.Now)
 			if _, err := u.Add(ctx, "ada@example.org", RoleProvider, "patients:read", "", tc.set); err != nil {
 				t.Fatal(err)
 			}

@@ -1,3 +1,12 @@
+// Package auth is Kiln's OAuth2/OIDC issuer: the Service (login,
+// refresh, revocation, introspection, client tokens), its HTTP endpoints
+// and the Require middleware, users and passwords, machine clients,
+// trusted external issuers, and the scopes with the policy table
+// (policy.go), the one place that decides what a grant allows.
+//
+// Its workings are internal packages: access tokens and their signing
+// keys (internal/token), the login and request limits (internal/throttle)
+// and the OAuth endpoints' HTTP vocabulary (internal/oauthwire).
 package auth
 
 import (
@@ -10,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/token"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -140,9 +150,9 @@ func (s *Service) userToken(ctx context.Context, user *User, family string) (*To
 	g, _ := ParseScopes(user.Scopes)
 	scope := g.String()
 	if family == "" {
-		family = randomID()
+		family = token.RandomID()
 	}
-	raw, _, err := s.Tokens.issue(ctx, Claims{Subject: "user/" + user.ID, Role: user.Role, FHIRUser: user.FHIRUser, Scope: scope, SessionID: family})
+	raw, _, err := token.Sign(ctx, s.Tokens, Claims{Subject: "user/" + user.ID, Role: user.Role, FHIRUser: user.FHIRUser, Scope: scope, SessionID: family})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +185,7 @@ func tokenHash(tok string) string {
 }
 
 func (s *Service) newRefresh(ctx context.Context, email, family string) (string, error) {
-	tok := randomID() + randomID()
+	tok := token.RandomID() + token.RandomID()
 	v, _ := json.Marshal(refreshRecord{Email: email, Family: family})
 	err := s.records.PutRecord(ctx, store.Record{Kind: refreshKind, ID: tokenHash(tok), Version: 1, Value: v, Expires: s.now().Add(RefreshLifetime)})
 	if err != nil {

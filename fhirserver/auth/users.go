@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/argon2"
 
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/token"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
@@ -164,7 +165,7 @@ func (u *Users) Add(ctx context.Context, email, role, scopes, fhirUser, password
 	if err != nil {
 		return nil, err
 	}
-	user := &User{ID: randomID()[:16], Email: norm, Role: role, Scopes: g.String(), FHIRUser: fhirUser, Hash: hash, Created: u.now().UTC()}
+	user := &User{ID: token.RandomID()[:16], Email: norm, Role: role, Scopes: g.String(), FHIRUser: fhirUser, Hash: hash, Created: u.now().UTC()}
 	if err := u.put(ctx, user); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil, ErrExists

@@ -11,7 +11,7 @@ package sqlite
 //
 // and set driverName to "sqlite". modernc.org/sqlite understands the same
 // "file:" URI with "_pragma=name(value)" and "_txlock=immediate" parameters,
-// but not the buffered WAL's VFS (walbuffer.go, written against this
+// but not the buffered WAL's VFS (internal/walbuf, written against this
 // driver's vfs package): dsn must then leave out its "vfs" parameter.
 // (Also add the module to go.mod.)
 //
@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/walbuf"
 )
 
 // driverName is the database/sql driver the store opens.
@@ -56,7 +58,7 @@ const (
 	// migratorRole is a writer without the buffered WAL, for the schema
 	// migrations Open runs before the pools open: they rewrite whole
 	// tables, and must be free to spill pages to the WAL before they
-	// commit (walbuffer.go).
+	// commit (internal/walbuf).
 	migratorRole
 )
 
@@ -102,9 +104,9 @@ func dsn(path string, r role, synchronous string, extra ...string) string {
 
 	q := url.Values{"_pragma": pragmas}
 	if r == writerRole && (synchronous == "FULL" || synchronous == "EXTRA") {
-		// The buffered WAL and what makes it safe: see walbuffer.go.
-		registerWALBuffer()
-		q.Set("vfs", walBufferVFSName)
+		// The buffered WAL and what makes it safe: see internal/walbuf.
+		walbuf.Register()
+		q.Set("vfs", walbuf.VFSName)
 		q.Add("_pragma", "cache_spill(0)")
 	}
 	if writes {

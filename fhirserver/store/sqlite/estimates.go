@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
 )
 
 // estimateCache remembers recent driver estimates, so that a clause every
@@ -36,10 +38,10 @@ const (
 // estimateKey identifies a driver by a hash of its SQL and values, so an
 // entry stays small whatever the query's size (a _search form may list
 // thousands of codes).
-func estimateKey(d *sqlb) string {
+func estimateKey(d *compile.SQL) string {
 	h := sha256.New()
 	io.WriteString(h, d.String())
-	for _, a := range d.args {
+	for _, a := range d.Args() {
 		fmt.Fprintf(h, "\x00%T:%q", a, fmt.Sprint(a)) // quoted: no value can fake a separator
 	}
 	return string(h.Sum(nil))
@@ -76,7 +78,7 @@ func (c *estimateCache) put(key string, n, limit int) {
 // estimate counts the rows of a driver, up to limit, through the cache
 // when the runner has one (the reader pool; a transaction's counts see its
 // own writes and are not shared).
-func (r *runner) estimate(ctx context.Context, d *sqlb, limit int) (int, error) {
+func (r *runner) estimate(ctx context.Context, d *compile.SQL, limit int) (int, error) {
 	if r.estimates == nil {
 		return r.countUpTo(ctx, d, limit)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
 )
 
 // TestEstimateCache: an exact count answers any limit, a saturated one
@@ -50,9 +51,9 @@ func TestEstimateCache(t *testing.T) {
 // TestEstimateKey: estimates of the same SQL with other values, or values
 // of another type, are not confused.
 func TestEstimateKey(t *testing.T) {
-	a := (&sqlb{}).w("SELECT ?", "1")
-	b := (&sqlb{}).w("SELECT ?", int64(1))
-	c := (&sqlb{}).w("SELECT ?", "2")
+	a := (&compile.SQL{}).Text("SELECT ?", "1")
+	b := (&compile.SQL{}).Text("SELECT ?", int64(1))
+	c := (&compile.SQL{}).Text("SELECT ?", "2")
 	if estimateKey(a) == estimateKey(b) || estimateKey(a) == estimateKey(c) {
 		t.Errorf("keys collide: %q %q %q", estimateKey(a), estimateKey(b), estimateKey(c))
 	}
@@ -65,17 +66,17 @@ func TestEstimateKey(t *testing.T) {
 func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 	_, run := planStore(t)
 	run.estimates = &estimateCache{now: time.Now}
-	tune := tuning{estimateLimit: 50, selectiveEnough: 5}
+	tune := compile.Tuning{EstimateLimit: 50, SelectiveEnough: 5}
 	counted := 0
-	choose := func(q *search.Query) plan {
+	choose := func(q *search.Query) compile.Plan {
 		t.Helper()
-		c := &compiler{ctx: t.Context(), tune: tune,
-			estimate: func(ctx context.Context, d *sqlb, limit int) (int, error) {
+		c := &compile.Compiler{Ctx: t.Context(), Tune: tune,
+			Estimate: func(ctx context.Context, d *compile.SQL, limit int) (int, error) {
 				counted++
 				return run.estimate(ctx, d, limit)
 			},
-			known: func(d *sqlb, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
-		p, err := c.choose(q, len(q.Sort) > 0)
+			Known: func(d *compile.SQL, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
+		p, err := c.Choose(q, len(q.Sort) > 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,8 +91,8 @@ func TestKnownLargeClauseSkipsEstimates(t *testing.T) {
 	for i, want := range []bool{true, false, false} {
 		counted = 0
 		p := choose(&search.Query{Types: obs, Where: []search.Clause{status, subject(7 + i)}})
-		if p.clause != 1 || !p.ordered {
-			t.Errorf("query %d: driver clause %d (ordered %v), want the subject", i, p.clause, p.ordered)
+		if p.Clause != 1 || !p.Ordered {
+			t.Errorf("query %d: driver clause %d (ordered %v), want the subject", i, p.Clause, p.Ordered)
 		}
 		if (counted > 0) != want {
 			t.Errorf("query %d: %d estimates counted, want counting %v", i, counted, want)
@@ -112,13 +113,13 @@ func TestTotalEstimateKeepsCounting(t *testing.T) {
 	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	for i := range 3 {
 		subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p" + strconv.Itoa(i)}}}}
-		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tuning{estimateLimit: 50, selectiveEnough: 5},
-			known: func(d *sqlb, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
-		p, err := c.choose(&search.Query{Types: []string{"Observation"}, Where: []search.Clause{status, subject}, Total: search.TotalEstimate}, false)
+		c := &compile.Compiler{Ctx: t.Context(), Estimate: run.estimate, Tune: compile.Tuning{EstimateLimit: 50, SelectiveEnough: 5},
+			Known: func(d *compile.SQL, limit int) (int, bool) { return run.estimates.get(estimateKey(d), limit) }}
+		p, err := c.Choose(&search.Query{Types: []string{"Observation"}, Where: []search.Clause{status, subject}, Total: search.TotalEstimate}, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.estimate < 0 {
+		if p.Estimate < 0 {
 			t.Errorf("query %d: no estimate for _total=estimate", i)
 		}
 	}

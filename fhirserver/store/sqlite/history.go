@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 )
 
 // history runs one page of q with the statements of qs, inside tx when it is
@@ -16,8 +17,8 @@ import (
 // the position of the last version returned, so a page costs an index range
 // scan of its own rows plus one (which tells whether there is a next page)
 // wherever it starts, and versions written meanwhile cannot shift it. See
-// cursor for the snapshot bound. A page holds Count versions, or fewer when
-// their bodies reach MaxBytes first.
+// cursor.History for the snapshot bound. A page holds Count versions, or
+// fewer when their bodies reach MaxBytes first.
 func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql.Tx) (*store.HistoryPage, error) {
 	var l level
 	switch {
@@ -38,17 +39,17 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	}
 
 	since, atLow, atHigh := q.HistoryBounds()
-	hash := queryHash(l, q.Type, q.ID, since, atLow, atHigh)
+	hash := cursor.HistoryHash(byte(l), q.Type, q.ID, since, atLow, atHigh)
 
 	// First page: start above every position and see every seq; the page
 	// query reports max(seq) to freeze the set for the following pages.
-	pos := cursor{lastUpdated: math.MaxInt64, seq: math.MaxInt64, maxSeq: math.MaxInt64, query: hash}
+	pos := cursor.History{LastUpdated: math.MaxInt64, Seq: math.MaxInt64, MaxSeq: math.MaxInt64, Query: hash}
 	if q.Cursor != "" {
-		c, err := decodeCursor(q.Cursor)
+		c, err := cursor.DecodeHistory(q.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		if c.query != hash {
+		if c.Query != hash {
 			return nil, fmt.Errorf("sqlite store: history: cursor was issued for another query: %w", store.ErrBadCursor)
 		}
 		pos = c
@@ -63,15 +64,15 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	}
 	// [since, hi] is the index range: AtHigh is exclusive, and nothing after
 	// the cursor's position can be on this page.
-	hi := pos.lastUpdated
+	hi := pos.LastUpdated
 	if atHigh != math.MaxInt64 {
 		hi = min(hi, atHigh-1)
 	}
-	args = append(args, since, hi, pos.lastUpdated, pos.seq, pos.maxSeq)
+	args = append(args, since, hi, pos.LastUpdated, pos.Seq, pos.MaxSeq)
 	withAt := 0
 	if !q.AtLow.IsZero() {
 		withAt = 1
-		args = append(args, atLow, pos.maxSeq)
+		args = append(args, atLow, pos.MaxSeq)
 	}
 
 	st := qs.history[l][withAt]
@@ -86,7 +87,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 	defer rows.Close()
 
 	page := &store.HistoryPage{}
-	var last cursor
+	var last cursor.History
 	more := false
 	size := 0 // bytes of the bodies on the page
 	for rows.Next() {
@@ -107,9 +108,9 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 		v.LastUpdated, v.Method = fromMicros(lu), store.Method(method)
 		page.Versions = append(page.Versions, v)
 		size += len(v.Body)
-		last = cursor{lastUpdated: lu, seq: seq, maxSeq: pos.maxSeq, query: hash}
+		last = cursor.History{LastUpdated: lu, Seq: seq, MaxSeq: pos.MaxSeq, Query: hash}
 		if q.Cursor == "" {
-			last.maxSeq = maxSeq.Int64
+			last.MaxSeq = maxSeq.Int64
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -119,7 +120,7 @@ func history(ctx context.Context, q store.HistoryQuery, qs *readQueries, tx *sql
 		return nil, wrapErr(ctx, "history", err)
 	}
 	if more {
-		page.Next = last.encode()
+		page.Next = last.Encode()
 	}
 	return page, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
 )
 
 // Bounds of _include and _revinclude: rounds of :iterate after the first,
@@ -98,10 +99,10 @@ func forwardInclude(ctx context.Context, r *runner, inc search.Include, frontier
 	if len(rids) == 0 {
 		return nil, nil
 	}
-	s := (&sqlb{}).w(includeKeysSQL, intsJSON(rids))
+	s := (&compile.SQL{}).Text(includeKeysSQL, intsJSON(rids))
 	if inc.Param != "*" {
-		s.w(" AND ")
-		prefixRange(s, "key", inc.Param+"\x1f")
+		s.Text(" AND ")
+		compile.PrefixRange(s, "key", inc.Param+"\x1f")
 	}
 	rows, err := r.query(ctx, s)
 	if err != nil {
@@ -136,7 +137,7 @@ func forwardInclude(ctx context.Context, r *runner, inc search.Include, frontier
 	if err != nil {
 		return nil, err
 	}
-	return queryInts(ctx, r, (&sqlb{}).w(resolveSQL, string(j)))
+	return queryInts(ctx, r, (&compile.SQL{}).Text(resolveSQL, string(j)))
 }
 
 const revIncludeSQL = `SELECT DISTINCT k.rid FROM search_keys AS k
@@ -174,12 +175,12 @@ func reverseInclude(ctx context.Context, r *runner, inc search.Include, frontier
 		return nil, err
 	}
 	if inc.Param == "*" {
-		return queryInts(ctx, r, (&sqlb{}).w(revIncludeAnySQL, inc.Source, string(j)))
+		return queryInts(ctx, r, (&compile.SQL{}).Text(revIncludeAnySQL, inc.Source, string(j)))
 	}
-	return queryInts(ctx, r, (&sqlb{}).w(revIncludeSQL, string(j), inc.Source))
+	return queryInts(ctx, r, (&compile.SQL{}).Text(revIncludeSQL, string(j), inc.Source))
 }
 
-func queryInts(ctx context.Context, r *runner, s *sqlb) ([]int64, error) {
+func queryInts(ctx context.Context, r *runner, s *compile.SQL) ([]int64, error) {
 	rows, err := r.query(ctx, s)
 	if err != nil {
 		return nil, err
@@ -206,7 +207,7 @@ func fetchRids(ctx context.Context, r *runner, rids []int64) ([]*store.Version, 
 	if len(rids) == 0 {
 		return nil, nil, nil
 	}
-	rows, err := r.query(ctx, (&sqlb{}).w(fetchRidsSQL, intsJSON(rids)))
+	rows, err := r.query(ctx, (&compile.SQL{}).Text(fetchRidsSQL, intsJSON(rids)))
 	if err != nil {
 		return nil, nil, err
 	}

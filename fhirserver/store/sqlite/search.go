@@ -11,6 +11,8 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 )
 
 // Search runs q on the reader pool.
@@ -80,25 +82,25 @@ type runner struct {
 	cache     *stmtCache
 	estimates *estimateCache // nil: count every time
 	tx        *sql.Tx
-	tune      tuning
+	tune      compile.Tuning
 }
 
-func (r *runner) query(ctx context.Context, s *sqlb) (*sql.Rows, error) {
+func (r *runner) query(ctx context.Context, s *compile.SQL) (*sql.Rows, error) {
 	text := s.String()
 	if r.tx != nil {
-		return r.tx.QueryContext(ctx, text, s.args...)
+		return r.tx.QueryContext(ctx, text, s.Args()...)
 	}
 	st, err := r.cache.get(ctx, r.db, text)
 	if err != nil {
 		return nil, err
 	}
 	if st == nil {
-		return r.db.QueryContext(ctx, text, s.args...)
+		return r.db.QueryContext(ctx, text, s.Args()...)
 	}
-	return st.QueryContext(ctx, s.args...)
+	return st.QueryContext(ctx, s.Args()...)
 }
 
-func (r *runner) count(ctx context.Context, s *sqlb) (int, error) {
+func (r *runner) count(ctx context.Context, s *compile.SQL) (int, error) {
 	rows, err := r.query(ctx, s)
 	if err != nil {
 		return 0, err
@@ -114,8 +116,8 @@ func (r *runner) count(ctx context.Context, s *sqlb) (int, error) {
 }
 
 // countUpTo counts the rows of a driver, up to limit.
-func (r *runner) countUpTo(ctx context.Context, d *sqlb, limit int) (int, error) {
-	s := (&sqlb{}).w("SELECT count(*) FROM (").add(d).w(" LIMIT " + strconv.Itoa(limit) + ")")
+func (r *runner) countUpTo(ctx context.Context, d *compile.SQL, limit int) (int, error) {
+	s := (&compile.SQL{}).Text("SELECT count(*) FROM (").Append(d).Text(" LIMIT " + strconv.Itoa(limit) + ")")
 	return r.count(ctx, s)
 }
 
@@ -124,7 +126,7 @@ func (r *runner) countUpTo(ctx context.Context, d *sqlb, limit int) (int, error)
 type hit struct {
 	rid, seq int64
 	vals     []any
-	version  *store.Version // read with the page (see pageArm.bodies), else nil
+	version  *store.Version // read with the page (see compile.PageArm.Bodies), else nil
 }
 
 func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPage, error) {
@@ -134,40 +136,40 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	if q.Count < 0 {
 		return nil, fmt.Errorf("sqlite store: search: count must be >= 0, got %d", q.Count)
 	}
-	hash := hashQuery(q)
-	var cur *searchCursor
+	hash := cursor.SearchHash(q)
+	var cur *cursor.Search
 	if q.Cursor != "" {
-		c, err := decodeSearchCursor(q.Cursor)
+		c, err := cursor.DecodeSearch(q.Cursor)
 		if err != nil {
 			return nil, err
 		}
-		if c.query != hash || len(c.vals) != len(q.Sort) {
+		if c.Query != hash || len(c.Vals) != len(q.Sort) {
 			return nil, fmt.Errorf("sqlite store: search: cursor was issued for another query: %w", store.ErrBadCursor)
 		}
 		cur = &c
 	}
 	fail := func(err error) (*store.SearchPage, error) { return nil, wrapErr(ctx, "search", err) }
-	if err := checkSorts(q.Sort); err != nil {
+	if err := compile.CheckSorts(q.Sort); err != nil {
 		return fail(err)
 	}
 
-	c := &compiler{ctx: ctx, estimate: r.estimate, tune: r.tune}
+	c := &compile.Compiler{Ctx: ctx, Estimate: r.estimate, Tune: r.tune}
 	if r.estimates != nil {
-		c.known = func(d *sqlb, limit int) (int, bool) { return r.estimates.get(estimateKey(d), limit) }
+		c.Known = func(d *compile.SQL, limit int) (int, bool) { return r.estimates.get(estimateKey(d), limit) }
 	}
-	p, err := c.choose(q, len(q.Sort) > 0)
+	p, err := c.Choose(q, len(q.Sort) > 0)
 	if err != nil {
 		return fail(err)
 	}
 	const a = "a"
-	from, where, err := c.fromWhere(q, a, p)
+	from, where, err := c.FromWhere(q, a, p)
 	if err != nil {
 		return fail(err)
 	}
 	page := &store.SearchPage{Total: -1}
-	cheap := p.driver != nil && p.estimate >= 0 && p.estimate < r.tune.estimateLimit
+	cheap := p.Driver != nil && p.Estimate >= 0 && p.Estimate < r.tune.EstimateLimit
 	if q.Total == search.TotalAccurate || q.Total == search.TotalEstimate && cheap {
-		n, err := r.count(ctx, (&sqlb{}).w("SELECT count(*) ").add(from).w(" WHERE ").add(where))
+		n, err := r.count(ctx, (&compile.SQL{}).Text("SELECT count(*) ").Append(from).Text(" WHERE ").Append(where))
 		if err != nil {
 			return fail(err)
 		}
@@ -181,17 +183,17 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 	if err != nil {
 		return fail(err)
 	}
-	back := cur != nil && cur.back
+	back := cur != nil && cur.Back
 	if back {
 		slices.Reverse(hits)
 	}
 	at := func(h hit, back bool) string {
-		return searchCursor{back: back, query: hash, maxRid: maxRid, rid: h.rid, vals: h.vals}.encode()
+		return cursor.Search{Back: back, Query: hash, MaxRid: maxRid, Rid: h.rid, Vals: h.vals}.Encode()
 	}
 	here := func(back bool) string { // a cursor at the position asked for
 		c := *cur
-		c.back = back
-		return c.encode()
+		c.Back = back
+		return c.Encode()
 	}
 	switch {
 	case len(hits) == 0 && cur != nil:
@@ -246,17 +248,17 @@ func runSearch(ctx context.Context, q *search.Query, r *runner) (*store.SearchPa
 // the cursor in the query's order, the extra one telling whether there is
 // more. Keyset only: the cursor's position becomes a WHERE condition, so a
 // page costs the same wherever it is.
-func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, where *sqlb, cur *searchCursor) (hits []hit, maxRid int64, more bool, err error) {
-	var s *sqlb
+func pageHits(ctx context.Context, r *runner, q *search.Query, p compile.Plan, from, where *compile.SQL, cur *cursor.Search) (hits []hit, maxRid int64, more bool, err error) {
+	var s *compile.SQL
 	// Rows that stream in rid order, unsorted, stop at the page: their
 	// versions can be read in the same statement (one per row, the
 	// extra one included) instead of by a second one. A sorted page
 	// would carry every candidate's body through the sorter.
-	bodies := !p.sortWalk && len(q.Sort) == 0 && (p.driver == nil || p.ordered)
-	if p.sortWalk {
-		s = sortWalkSQL(q, from, where, cur)
+	bodies := !p.SortWalk && len(q.Sort) == 0 && (p.Driver == nil || p.Ordered)
+	if p.SortWalk {
+		s = compile.SortWalkSQL(q, from, where, cur)
 	} else {
-		s = pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), cur: cur, keyset: cur != nil, bodies: bodies})
+		s = compile.PageSQL(q, compile.PageArm{From: from, Where: where, Rid: compile.RidExpr("a", p), Cur: cur, Keyset: cur != nil, Bodies: bodies})
 	}
 	rows, err := r.query(ctx, s)
 	if err != nil {
@@ -265,7 +267,7 @@ func pageHits(ctx context.Context, r *runner, q *search.Query, p plan, from, whe
 	defer rows.Close()
 	maxRid = -1
 	if cur != nil {
-		maxRid = cur.maxRid
+		maxRid = cur.MaxRid
 	}
 	for rows.Next() {
 		if len(hits) == q.Count {
@@ -317,7 +319,7 @@ func fetchSeqs(ctx context.Context, r *runner, seqs []int64) ([]*store.Version, 
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	rows, err := r.query(ctx, (&sqlb{}).w(fetchSQL, intsJSON(seqs)))
+	rows, err := r.query(ctx, (&compile.SQL{}).Text(fetchSQL, intsJSON(seqs)))
 	if err != nil {
 		return nil, err
 	}

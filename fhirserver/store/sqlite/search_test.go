@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,72 +13,27 @@ import (
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 	"github.com/kiln-fhir/kiln/fhirserver/store/storetest"
 )
-
-func TestSearchCursorRoundTrip(t *testing.T) {
-	for _, c := range []searchCursor{
-		{query: 1, maxRid: 10, rid: 3},
-		{back: true, query: math.MaxUint32, maxRid: math.MaxInt64, rid: math.MaxInt64, vals: []any{nil, int64(-5), 2.5, "", "x\x1fé"}},
-		{maxRid: 1, rid: 1, vals: []any{math.Inf(1), math.Inf(-1), -math.MaxFloat64, int64(math.MinInt64)}},
-	} {
-		s := c.encode()
-		got, err := decodeSearchCursor(s)
-		if err != nil || !reflect.DeepEqual(got, c) {
-			t.Errorf("round trip of %+v: %+v, %v", c, got, err)
-		}
-	}
-}
-
-func TestSearchCursorRejects(t *testing.T) {
-	good := searchCursor{query: 7, maxRid: 100, rid: 42, vals: []any{"abc", int64(3)}}.encode()
-	bad := []string{"", "=", good + "A", good[:len(good)-2], strings.ToUpper(good),
-		searchCursor{maxRid: 4, rid: 5}.encode(),                     // rid beyond the snapshot
-		cursor{lastUpdated: 1, seq: 1, maxSeq: 2, query: 7}.encode(), // a history cursor
-	}
-	checkRejects(t, "decodeSearchCursor", good, bad, decodeSearchCursor)
-}
-
-func FuzzSearchCursorDecode(f *testing.F) {
-	f.Add(searchCursor{query: 1, maxRid: 9, rid: 2, vals: []any{"a", int64(1), 1.5, nil}}.encode())
-	f.Add(searchCursor{back: true, maxRid: 1, rid: 1}.encode())
-	fuzzDecode(f, decodeSearchCursor)
-}
-
-func TestPrefixEnd(t *testing.T) {
-	for _, c := range []struct {
-		in, want string
-		ok       bool
-	}{
-		{"abc", "abd", true},
-		{"a\xff", "b", true},
-		{"\xff\xff", "", false},
-		{"", "", false},
-		{"fam\x1fé", "fam\x1f\xc3\xaa", true},
-	} {
-		got, ok := prefixEnd(c.in)
-		if got != c.want || ok != c.ok {
-			t.Errorf("prefixEnd(%q) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
-}
 
 // TestSearchPlans: the query shapes of the issue start from the selective
 // index lookup and never scan an index table or the resources.
 func TestSearchPlans(t *testing.T) {
 	s, run := planStore(t)
 	plan := func(q *search.Query) (string, any, string) {
-		c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
-		p, err := c.choose(q, len(q.Sort) > 0)
+		c := &compile.Compiler{Ctx: t.Context(), Estimate: run.estimate, Tune: compile.DefaultTuning}
+		p, err := c.Choose(q, len(q.Sort) > 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		from, where, err := c.fromWhere(q, "a", p)
+		from, where, err := c.FromWhere(q, "a", p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sq := (&sqlb{}).w("SELECT a.rid ").add(from).w(" WHERE ").add(where).w(" ORDER BY " + ridExpr("a", p) + " LIMIT 21")
-		return sq.String(), sq.args[0], strings.Join(explain(t, s.reader, sq.String(), sq.args...), "\n")
+		sq := (&compile.SQL{}).Text("SELECT a.rid ").Append(from).Text(" WHERE ").Append(where).Text(" ORDER BY " + compile.RidExpr("a", p) + " LIMIT 21")
+		return sq.String(), sq.Args()[0], strings.Join(explain(t, s.reader, sq.String(), sq.Args()...), "\n")
 	}
 	// Every observation has status final: the least selective key.
 	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
@@ -364,13 +318,13 @@ func TestReindex(t *testing.T) {
 func TestConformanceTinyPlanner(t *testing.T) {
 	opts := suiteOptions
 	opts.Groups = []string{"Search", "Purge", "Rewrite", "Lifecycle"}
-	for _, tune := range []tuning{
-		{estimateLimit: 1, selectiveEnough: 1},
-		{estimateLimit: 3, selectiveEnough: 2},
-		{estimateLimit: 2000, selectiveEnough: 64, sortWalk: true},
+	for _, tune := range []compile.Tuning{
+		{EstimateLimit: 1, SelectiveEnough: 1},
+		{EstimateLimit: 3, SelectiveEnough: 2},
+		{EstimateLimit: 2000, SelectiveEnough: 64, SortWalk: true},
 	} {
-		name := fmt.Sprintf("%d-%d", tune.estimateLimit, tune.selectiveEnough)
-		if tune.sortWalk {
+		name := fmt.Sprintf("%d-%d", tune.EstimateLimit, tune.SelectiveEnough)
+		if tune.SortWalk {
 			name = "sortwalk"
 		}
 		t.Run(name, func(t *testing.T) {
@@ -390,7 +344,7 @@ func TestConformanceTinyPlanner(t *testing.T) {
 // a cursor, in both directions; a selective clause still drives.
 func TestSortWalkPlan(t *testing.T) {
 	s, run := planStore(t)
-	tune := tuning{estimateLimit: 50, selectiveEnough: 5}
+	tune := compile.Tuning{EstimateLimit: 50, SelectiveEnough: 5}
 	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
 	obs := []string{"Observation"}
@@ -413,18 +367,18 @@ func TestSortWalkPlan(t *testing.T) {
 		{"-family, birthdate", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "family", Desc: true, Type: "string"}, {Param: "birthdate", Type: "date"}}}, true},
 		{"-name (a token-like type)", &search.Query{Types: []string{"Patient"}, Count: 5, Sort: []search.Sort{{Param: "name", Desc: true, Type: "token"}}}, false},
 	} {
-		c1 := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tune}
-		p, err := c1.choose(c.q, len(c.q.Sort) > 0)
+		c1 := &compile.Compiler{Ctx: t.Context(), Estimate: run.estimate, Tune: tune}
+		p, err := c1.Choose(c.q, len(c.q.Sort) > 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.sortWalk != c.walk {
-			t.Errorf("%s: sortWalk %v, want %v", c.name, p.sortWalk, c.walk)
+		if p.SortWalk != c.walk {
+			t.Errorf("%s: sortWalk %v, want %v", c.name, p.SortWalk, c.walk)
 		}
-		if !p.sortWalk {
+		if !p.SortWalk {
 			continue
 		}
-		from, where, err := c1.fromWhere(c.q, "a", p)
+		from, where, err := c1.FromWhere(c.q, "a", p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,14 +391,14 @@ func TestSortWalkPlan(t *testing.T) {
 		case c.q.Sort[0].Desc:
 			index = "SEARCH s0 USING COVERING INDEX search_dates_by_high (param=? AND type=?"
 		}
-		for _, cur := range []*searchCursor{
+		for _, cur := range []*cursor.Search{
 			nil,
-			{maxRid: 600, rid: 300, vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
-			{back: true, maxRid: 600, rid: 300, vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
-			{back: true, maxRid: 600, rid: 300, vals: make([]any, len(c.q.Sort))},
+			{MaxRid: 600, Rid: 300, Vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
+			{Back: true, MaxRid: 600, Rid: 300, Vals: append([]any{at}, make([]any, len(c.q.Sort)-1)...)},
+			{Back: true, MaxRid: 600, Rid: 300, Vals: make([]any, len(c.q.Sort))},
 		} {
-			sq := sortWalkSQL(c.q, from, where, cur)
-			lines := explain(t, s.reader, sq.String(), sq.args...)
+			sq := compile.SortWalkSQL(c.q, from, where, cur)
+			lines := explain(t, s.reader, sq.String(), sq.Args()...)
 			pl := strings.Join(lines, "\n")
 			if !strings.Contains(pl, index) {
 				t.Errorf("%s, cursor %+v: the walk is not %s:\n%s\n%s", c.name, cur, index, sq, pl)
@@ -550,13 +504,13 @@ func TestStringWalkOnlyForItsType(t *testing.T) {
 		typ  string
 		walk bool
 	}{{"Organization", false}, {"Practitioner", true}} {
-		comp := &compiler{ctx: t.Context(), estimate: run.estimate, tune: tuning{estimateLimit: 3, selectiveEnough: 2}}
-		p, err := comp.choose(&search.Query{Types: []string{c.typ}, Count: 5, Sort: []search.Sort{{Param: "name", Type: "string"}}}, true)
+		comp := &compile.Compiler{Ctx: t.Context(), Estimate: run.estimate, Tune: compile.Tuning{EstimateLimit: 3, SelectiveEnough: 2}}
+		p, err := comp.Choose(&search.Query{Types: []string{c.typ}, Count: 5, Sort: []search.Sort{{Param: "name", Type: "string"}}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.sortWalk != c.walk {
-			t.Errorf("%s?_sort=name: sortWalk %v, want %v", c.typ, p.sortWalk, c.walk)
+		if p.SortWalk != c.walk {
+			t.Errorf("%s?_sort=name: sortWalk %v, want %v", c.typ, p.SortWalk, c.walk)
 		}
 	}
 }
@@ -569,17 +523,17 @@ func TestPageWithBodiesPlan(t *testing.T) {
 	status := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"status\x1ffinal"}}}}
 	subject := search.Clause{Any: []search.Match{{Op: search.OpKey, Keys: []string{"subject\x1fPatient/p7"}}}}
 	q := &search.Query{Types: []string{"Observation"}, Count: 20, Where: []search.Clause{status, subject}}
-	c := &compiler{ctx: t.Context(), estimate: run.estimate, tune: defaultTuning}
-	p, err := c.choose(q, false)
+	c := &compile.Compiler{Ctx: t.Context(), Estimate: run.estimate, Tune: compile.DefaultTuning}
+	p, err := c.Choose(q, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	from, where, err := c.fromWhere(q, "a", p)
+	from, where, err := c.FromWhere(q, "a", p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sq := pageSQL(q, pageArm{from: from, where: where, rid: ridExpr("a", p), bodies: true})
-	lines := explain(t, s.reader, sq.String(), sq.args...)
+	sq := compile.PageSQL(q, compile.PageArm{From: from, Where: where, Rid: compile.RidExpr("a", p), Bodies: true})
+	lines := explain(t, s.reader, sq.String(), sq.Args()...)
 	plan := strings.Join(lines, "\n")
 	at := slices.Index(lines, "SEARCH v USING INTEGER PRIMARY KEY (rowid=?)")
 	after := false // a join or probe after the version's lookup
@@ -634,34 +588,5 @@ func TestLargeQueriesCompile(t *testing.T) {
 		if len(p.Matches) != 1 || p.Matches[0].ID != "p1" {
 			t.Errorf("%s: %d matches, want p1", tc.name, len(p.Matches))
 		}
-	}
-}
-
-// TestAnyOfMergesKeyLookups: a clause's plain key lookups of one type are
-// one match (one IN list); negated lookups, other operations and lookups
-// of another type stay as they are, and the query is not changed.
-func TestAnyOfMergesKeyLookups(t *testing.T) {
-	key := func(typ string, not bool, keys ...string) search.Match {
-		return search.Match{Op: search.OpKey, Type: typ, Not: not, Keys: keys}
-	}
-	prefix := search.Match{Op: search.OpKeyPrefix, Prefix: "name\x1fa"}
-	cl := search.Clause{Any: []search.Match{
-		key("", false, "code\x1fa"), prefix, key("", false, "code\x1fb", "code\x1fc"), key("", true, "code\x1fd"),
-		key("Group", false, "member\x1fx"), key("", false, "code\x1fe"), key("Group", false, "member\x1fy"),
-	}}
-	before := fmt.Sprint(cl.Any)
-	want := []search.Match{
-		key("", false, "code\x1fa", "code\x1fb", "code\x1fc", "code\x1fe"), prefix, key("", true, "code\x1fd"),
-		key("Group", false, "member\x1fx", "member\x1fy"),
-	}
-	if got := anyOf(&cl); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("anyOf:\n got %v\nwant %v", got, want)
-	}
-	if fmt.Sprint(cl.Any) != before {
-		t.Errorf("anyOf changed the clause: %v", cl.Any)
-	}
-	single := search.Clause{Any: []search.Match{key("", false, "code\x1fa"), prefix}}
-	if got := anyOf(&single); &got[0] != &single.Any[0] {
-		t.Errorf("a clause with one key lookup is copied")
 	}
 }

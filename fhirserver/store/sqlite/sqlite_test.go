@@ -531,60 +531,6 @@ func TestCursorBoundToQuery(t *testing.T) {
 	}
 }
 
-// TestCursorDecode: every corruption of a valid cursor is rejected, and
-// encoding round-trips.
-func TestCursorDecode(t *testing.T) {
-	c := cursor{lastUpdated: -1234567, seq: 42, maxSeq: 1 << 40, query: 0xdeadbeef}
-	s := c.encode()
-	got, err := decodeCursor(s)
-	if err != nil || got != c {
-		t.Fatalf("round trip: %+v, %v", got, err)
-	}
-	bad := []string{"", "=", s + "=", s + "A", s[:len(s)-1], "A" + s, strings.ToUpper(s),
-		cursor{seq: 5, maxSeq: 4}.encode(), cursor{seq: 0, maxSeq: 4}.encode()}
-	checkRejects(t, "decodeCursor", s, bad, decodeCursor)
-}
-
-func FuzzCursorDecode(f *testing.F) {
-	f.Add(cursor{lastUpdated: 1, seq: 1, maxSeq: 2}.encode())
-	fuzzDecode(f, decodeCursor)
-}
-
-// checkRejects: decode fails with ErrBadCursor on each of bad and on every
-// one-character corruption of the valid cursor good.
-func checkRejects[C any](t *testing.T, name, good string, bad []string, decode func(string) (C, error)) {
-	t.Helper()
-	for i := range good {
-		bad = append(bad, good[:i]+"~"+good[i+1:])
-	}
-	for _, b := range bad {
-		if b == good {
-			continue
-		}
-		if _, err := decode(b); !errors.Is(err, store.ErrBadCursor) {
-			t.Errorf("%s(%q): %v, want ErrBadCursor", name, b, err)
-		}
-	}
-}
-
-// fuzzDecode: decode accepts only what encode writes, and rejects the
-// rest with ErrBadCursor.
-func fuzzDecode[C interface{ encode() string }](f *testing.F, decode func(string) (C, error)) {
-	f.Add("garbage")
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := decode(s)
-		if err != nil {
-			if !errors.Is(err, store.ErrBadCursor) {
-				t.Fatalf("error %v does not match ErrBadCursor", err)
-			}
-			return
-		}
-		if c.encode() != s {
-			t.Fatalf("accepted non-canonical %q", s)
-		}
-	})
-}
-
 // explain returns the detail lines of SQLite's plan for query.
 func explain(t testing.TB, db *sql.DB, query string, args ...any) []string {
 	t.Helper()

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/compile"
 )
 
 // writerCheckpointPages is the WAL size, in pages, past which the writer
@@ -37,7 +38,7 @@ type Store struct {
 
 	searchStmts stmtCache // search shapes, prepared on reader
 	estimates   estimateCache
-	tune        tuning
+	tune        compile.Tuning
 
 	closeOnce sync.Once
 	closeErr  error
@@ -48,7 +49,7 @@ var _ store.Store = (*Store)(nil)
 // options are the knobs tests and benchmarks turn; Open uses the defaults.
 type options struct {
 	synchronous string
-	tune        *tuning // nil: defaultTuning
+	tune        *compile.Tuning // nil: compile.DefaultTuning
 	// keepFreed turns secure_delete off on the writer: benchmarks only,
 	// to measure what zeroing freed space costs.
 	keepFreed bool
@@ -66,7 +67,7 @@ func open(ctx context.Context, path string, o options) (_ *Store, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: open %s: %w", path, err)
 	}
-	s := &Store{path: abs, tune: defaultTuning, estimates: estimateCache{now: time.Now}}
+	s := &Store{path: abs, tune: compile.DefaultTuning, estimates: estimateCache{now: time.Now}}
 	if o.tune != nil {
 		s.tune = *o.tune
 	}

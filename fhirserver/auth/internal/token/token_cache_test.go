@@ -1,4 +1,4 @@
-package auth
+package token
 
 import (
 	"context"
@@ -12,9 +12,8 @@ import (
 // token at once.
 func TestVerifiedCacheBounded(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService(t, ctx, nil)
-	tk := svc.Tokens
-	kept, _, err := tk.Issue(ctx, "user/kept", RoleProvider, "", "", "patients:read")
+	tk := newMemTokens(t, ctx, nil)
+	kept, _, err := tk.Issue(ctx, "user/kept", roleProvider, "", "", "patients:read")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +28,7 @@ func TestVerifiedCacheBounded(t *testing.T) {
 			tk.verified.Get(kept)
 		}
 	}
-	fresh, _, err := tk.Issue(ctx, "user/fresh", RoleProvider, "", "", "patients:read")
+	fresh, _, err := tk.Issue(ctx, "user/fresh", roleProvider, "", "", "patients:read")
 	if err != nil {
 		t.Fatal(err)
 	}

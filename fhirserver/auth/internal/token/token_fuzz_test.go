@@ -1,9 +1,8 @@
-package auth
+package token
 
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
@@ -11,63 +10,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/kiln-fhir/kiln/fhirserver/crypt"
-	"github.com/kiln-fhir/kiln/fhirserver/store"
+	"github.com/kiln-fhir/kiln/fhirserver/auth/internal/authtest"
 )
 
-// fuzzRecords is an in-memory store.Records (expiry ignored: the fuzz
-// clock stands still).
-type fuzzRecords struct {
-	mu sync.Mutex
-	m  map[string]store.Record
-}
-
-func (r *fuzzRecords) GetRecord(_ context.Context, kind, id string) (*store.Record, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rec, ok := r.m[kind+"\x1f"+id]
-	if !ok {
-		return nil, store.ErrNotFound
-	}
-	return &rec, nil
-}
-
-func (r *fuzzRecords) PutRecord(_ context.Context, rec store.Record) error {
-	if err := rec.Check(); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	cur, ok := r.m[rec.Kind+"\x1f"+rec.ID]
-	if (!ok && rec.Version != 1) || (ok && cur.Version != rec.Version-1) {
-		return store.ErrConflict
-	}
-	r.m[rec.Kind+"\x1f"+rec.ID] = rec
-	return nil
-}
-
-func (r *fuzzRecords) ListRecords(_ context.Context, kind string) ([]*store.Record, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*store.Record
-	for _, rec := range r.m {
-		if rec.Kind == kind {
-			out = append(out, &rec)
-		}
-	}
-	return out, nil
-}
-
-func (r *fuzzRecords) DeleteRecord(_ context.Context, kind, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.m, kind+"\x1f"+id)
-	return nil
-}
+// roleProvider is the role of the tokens these tests issue (auth.RoleProvider).
+const roleProvider = "provider"
 
 // nonCanonical spells the last base64url character of a segment with its
 // unused low bits set: the same bytes, a different string.
@@ -98,8 +48,8 @@ func nonCanonical(seg string) string {
 // base64url (commit 46076a8).
 func TestVerifyRejectsNonCanonicalBase64(t *testing.T) {
 	ctx := context.Background()
-	svc := newMemService(t, ctx, nil)
-	valid, _, err := svc.Tokens.Issue(ctx, "user/fuzz", RoleProvider, "", "", "patients:read")
+	tk := newMemTokens(t, ctx, nil)
+	valid, _, err := tk.Issue(ctx, "user/fuzz", roleProvider, "", "", "patients:read")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +61,7 @@ func TestVerifyRejectsNonCanonicalBase64(t *testing.T) {
 			continue // this segment's length leaves no unused bits
 		}
 		forged := strings.Join(p, ".")
-		if _, err := svc.Tokens.Verify(ctx, forged); err == nil {
+		if _, err := tk.Verify(ctx, forged); err == nil {
 			t.Errorf("Verify accepts the token with a non-canonical %s segment %q (issued %q)", name, p[i], parts[i])
 		}
 	}
@@ -125,10 +75,10 @@ func FuzzVerify(f *testing.F) {
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Second)
 	clock := func() time.Time { return now }
-	svc := newMemService(f, ctx, clock)
+	tk := newMemTokens(f, ctx, clock)
 	issued := map[string]bool{}
 	issue := func(scope string) string {
-		tok, _, err := svc.Tokens.Issue(ctx, "user/fuzz", RoleProvider, "", "", scope)
+		tok, _, err := tk.Issue(ctx, "user/fuzz", roleProvider, "", "", scope)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -139,17 +89,17 @@ func FuzzVerify(f *testing.F) {
 	other := issue("system/*.cruds")
 	issued[other] = true
 	revoked := issue("patients:write")
-	c, err := svc.Tokens.Verify(ctx, revoked)
+	c, err := tk.Verify(ctx, revoked)
 	if err != nil {
 		f.Fatal(err)
 	}
-	if err := svc.Tokens.Revoke(ctx, c.ID, c.Expiry.Time()); err != nil {
+	if err := tk.Revoke(ctx, c.ID, c.Expiry.Time()); err != nil {
 		f.Fatal(err)
 	}
 
 	parts := strings.Split(valid, ".")
 	enc := base64.RawURLEncoding
-	set, err := svc.Keys.JWKS(ctx)
+	set, err := tk.Keys.JWKS(ctx)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -187,13 +137,13 @@ func FuzzVerify(f *testing.F) {
 		"a.b.c",
 		"not a token",
 		"\x00\xff\xfe",
-		strings.Repeat("A", maxTokenBytes+1),
+		strings.Repeat("A", MaxBytes+1),
 		strings.Repeat("eyJ", 3000) + "." + strings.Repeat("x", 5000) + "." + "y",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		c, err := svc.Tokens.Verify(ctx, raw)
+		c, err := tk.Verify(ctx, raw)
 		if err != nil {
 			var te *TokenError
 			if !errors.As(err, &te) {
@@ -213,22 +163,18 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
-// newMemService is a Service over in-memory records and a fresh random
-// master key, issuing for https://kiln.test; now may be nil (the clock).
-func newMemService(tb testing.TB, ctx context.Context, now func() time.Time) *Service {
+// newMemTokens is the token service NewService assembles, over in-memory
+// records and a fresh random master key, issuing for https://kiln.test;
+// now may be nil (the clock).
+func newMemTokens(tb testing.TB, ctx context.Context, now func() time.Time) *Tokens {
 	tb.Helper()
-	master := make([]byte, crypt.KeySize)
-	if _, err := rand.Read(master); err != nil {
+	if now == nil {
+		now = time.Now
+	}
+	records := authtest.NewRecords()
+	keys := NewKeys(records, authtest.Keyring(tb), now)
+	if err := keys.Ensure(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	keyring, err := crypt.NewKeyring(map[uint32][]byte{1: master})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	svc, err := NewService(ctx, Config{Records: &fuzzRecords{m: map[string]store.Record{}}, Sealer: keyring,
-		Issuer: "https://kiln.test", Audience: "https://kiln.test/fhir", Now: now})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return svc
+	return New(keys, records, "https://kiln.test", "https://kiln.test/fhir", now)
 }

@@ -1,4 +1,4 @@
-package sqlite
+package cursor
 
 import (
 	"encoding/base64"
@@ -12,26 +12,26 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// searchCursorFormat is the first byte of a search cursor; history cursors
-// use cursorFormat, so neither is mistaken for the other.
-const searchCursorFormat = 2
+// searchFormat is the first byte of a search cursor; history cursors
+// use historyFormat, so neither is mistaken for the other.
+const searchFormat = 2
 
-// maxSearchCursor bounds the text of a cursor (sort values are strings of
+// maxSearch bounds the text of a cursor (sort values are strings of
 // any length, but a client should not make us decode megabytes).
-const maxSearchCursor = 8192
+const maxSearch = 8192
 
-// searchCursor is a position in the order of a search: the sort values and
-// rid of the row it is next to. back says the page wanted is the one
-// before that row (Prev), otherwise the one after it (Next). maxRid is the
+// Search is a position in the order of a search: the sort values and
+// rid of the row it is next to. Back says the page wanted is the one
+// before that row (Prev), otherwise the one after it (Next). MaxRid is the
 // highest rid when the first page was read: later pages ignore resources
 // created since, so they cannot shift what the client has not seen yet.
-// query is a hash of the query the cursor belongs to.
-type searchCursor struct {
-	back   bool
-	query  uint32
-	maxRid int64
-	rid    int64
-	vals   []any // nil, int64, float64 or string, one per Sort key
+// Query is a hash of the query the cursor belongs to (SearchHash).
+type Search struct {
+	Back   bool
+	Query  uint32
+	MaxRid int64
+	Rid    int64
+	Vals   []any // nil, int64, float64 or string, one per Sort key
 }
 
 // Value tags of the encoding.
@@ -42,20 +42,20 @@ const (
 	tagString
 )
 
-// encode is base64url (no padding) of: format, direction, 4-byte query
-// hash, uvarint maxRid, uvarint rid, uvarint count of values, then each
+// Encode is base64url (no padding) of: format, direction, 4-byte query
+// hash, uvarint MaxRid, uvarint Rid, uvarint count of values, then each
 // value as a tag and its varint, 8-byte IEEE bits, or uvarint length and
 // bytes.
-func (c searchCursor) encode() string {
-	b := []byte{searchCursorFormat, 0}
-	if c.back {
+func (c Search) Encode() string {
+	b := []byte{searchFormat, 0}
+	if c.Back {
 		b[1] = 1
 	}
-	b = binary.BigEndian.AppendUint32(b, c.query)
-	b = binary.AppendUvarint(b, uint64(c.maxRid))
-	b = binary.AppendUvarint(b, uint64(c.rid))
-	b = binary.AppendUvarint(b, uint64(len(c.vals)))
-	for _, v := range c.vals {
+	b = binary.BigEndian.AppendUint32(b, c.Query)
+	b = binary.AppendUvarint(b, uint64(c.MaxRid))
+	b = binary.AppendUvarint(b, uint64(c.Rid))
+	b = binary.AppendUvarint(b, uint64(len(c.Vals)))
+	for _, v := range c.Vals {
 		switch v := v.(type) {
 		case int64:
 			b = append(b, tagInt)
@@ -74,23 +74,23 @@ func (c searchCursor) encode() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// decodeSearchCursor parses s strictly: anything encode could not have
+// DecodeSearch parses s strictly: anything Encode could not have
 // produced is store.ErrBadCursor. It never panics.
-func decodeSearchCursor(s string) (searchCursor, error) {
-	bad := func(why string) (searchCursor, error) {
-		return searchCursor{}, fmt.Errorf("sqlite store: search cursor %.40q: %s: %w", s, why, store.ErrBadCursor)
+func DecodeSearch(s string) (Search, error) {
+	bad := func(why string) (Search, error) {
+		return Search{}, fmt.Errorf("sqlite store: search cursor %.40q: %s: %w", s, why, store.ErrBadCursor)
 	}
-	if len(s) > maxSearchCursor {
+	if len(s) > maxSearch {
 		return bad("too long")
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
 	if err != nil {
 		return bad("not base64url")
 	}
-	if len(b) < 6 || b[0] != searchCursorFormat || b[1] > 1 {
+	if len(b) < 6 || b[0] != searchFormat || b[1] > 1 {
 		return bad("unknown format")
 	}
-	c := searchCursor{back: b[1] == 1, query: binary.BigEndian.Uint32(b[2:6])}
+	c := Search{Back: b[1] == 1, Query: binary.BigEndian.Uint32(b[2:6])}
 	b = b[6:]
 	uv := func() (uint64, bool) {
 		v, n := binary.Uvarint(b)
@@ -109,7 +109,7 @@ func decodeSearchCursor(s string) (searchCursor, error) {
 	if maxRid > math.MaxInt64 || rid > maxRid || n > 64 {
 		return bad("out of range")
 	}
-	c.maxRid, c.rid = int64(maxRid), int64(rid)
+	c.MaxRid, c.Rid = int64(maxRid), int64(rid)
 	for range n {
 		if len(b) == 0 {
 			return bad("truncated")
@@ -118,14 +118,14 @@ func decodeSearchCursor(s string) (searchCursor, error) {
 		b = b[1:]
 		switch tag {
 		case tagNull:
-			c.vals = append(c.vals, nil)
+			c.Vals = append(c.Vals, nil)
 		case tagInt:
 			v, k := binary.Varint(b)
 			if k <= 0 {
 				return bad("truncated")
 			}
 			b = b[k:]
-			c.vals = append(c.vals, v)
+			c.Vals = append(c.Vals, v)
 		case tagFloat:
 			if len(b) < 8 {
 				return bad("truncated")
@@ -135,13 +135,13 @@ func decodeSearchCursor(s string) (searchCursor, error) {
 				return bad("not a number")
 			}
 			b = b[8:]
-			c.vals = append(c.vals, f)
+			c.Vals = append(c.Vals, f)
 		case tagString:
 			l, ok := uv()
 			if !ok || l > uint64(len(b)) {
 				return bad("truncated")
 			}
-			c.vals = append(c.vals, string(b[:l]))
+			c.Vals = append(c.Vals, string(b[:l]))
 			b = b[l:]
 		default:
 			return bad("unknown value tag")
@@ -150,15 +150,15 @@ func decodeSearchCursor(s string) (searchCursor, error) {
 	if len(b) != 0 {
 		return bad("trailing bytes")
 	}
-	if c.encode() != s {
+	if c.Encode() != s {
 		return bad("not canonical")
 	}
 	return c, nil
 }
 
-// hashQuery identifies what a cursor may continue: the types, the
+// SearchHash identifies what a cursor may continue: the types, the
 // clauses and the sort, not the page size or the includes.
-func hashQuery(q *search.Query) uint32 {
+func SearchHash(q *search.Query) uint32 {
 	h := fnv.New32a()
 	var b []byte
 	b = appendQuery(b, q)

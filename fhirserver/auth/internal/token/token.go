@@ -1,4 +1,8 @@
-package auth
+// Package token issues and verifies Kiln's access tokens (RS256 JWTs,
+// typ at+jwt): the signing keys and their rotation, the full check of a
+// token before any claim is read, the cache of tokens already verified,
+// the jti deny list and the per-subject not-before time.
+package token
 
 import (
 	"context"
@@ -17,15 +21,15 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
 
-// TokenLifetime is the platform's access token lifetime.
-const TokenLifetime = 3600 * time.Second
+// Lifetime is the platform's access token lifetime.
+const Lifetime = 3600 * time.Second
 
 // accessTokenType is the JOSE typ of access tokens (RFC 9068); an ID
 // token or any other JWT signed by the same keys is not accepted as one.
 const accessTokenType = "at+jwt"
 
-// clockSkew is the leeway on exp, iat and nbf.
-const clockSkew = 30 * time.Second
+// ClockSkew is the leeway on exp, iat and nbf (of client assertions too).
+const ClockSkew = 30 * time.Second
 
 // Claims are the claims of a Kiln access token.
 type Claims struct {
@@ -84,8 +88,8 @@ const (
 	maxVerifiedKept = 10_000
 )
 
-// NewTokens returns the token service of issuer for audience.
-func NewTokens(keys *Keys, records store.Records, issuer, audience string, now func() time.Time) *Tokens {
+// New returns the token service of issuer for audience.
+func New(keys *Keys, records store.Records, issuer, audience string, now func() time.Time) *Tokens {
 	verified, err := lru.New[string, verifiedToken](maxVerifiedKept)
 	if err != nil {
 		panic(err) // only for a size below 1
@@ -96,18 +100,20 @@ func NewTokens(keys *Keys, records store.Records, issuer, audience string, now f
 // Issue signs an access token for sub with the given scope; role, fhirUser
 // and clientID are optional.
 func (t *Tokens) Issue(ctx context.Context, sub, role, fhirUser, clientID, scope string) (string, Claims, error) {
-	return t.issue(ctx, Claims{Subject: sub, Role: role, FHIRUser: fhirUser, ClientID: clientID, Scope: scope})
+	return Sign(ctx, t, Claims{Subject: sub, Role: role, FHIRUser: fhirUser, ClientID: clientID, Scope: scope})
 }
 
-// issue signs c, with the issuer, audience, times and id filled in.
-func (t *Tokens) issue(ctx context.Context, c Claims) (string, Claims, error) {
+// Sign signs c with t's current key, with the issuer, audience, times and
+// id filled in: Issue, and the issuer's own tokens that carry more (a
+// user's session).
+func Sign(ctx context.Context, t *Tokens, c Claims) (string, Claims, error) {
 	key, err := t.Keys.signer(ctx)
 	if err != nil {
 		return "", Claims{}, err
 	}
 	now := t.now()
-	c.Issuer, c.Audience, c.ID = t.Issuer, jwt.Audience{t.Audience}, randomID()
-	c.Expiry, c.IssuedAt, c.IssuedAtMilli = jwt.NewNumericDate(now.Add(TokenLifetime)), jwt.NewNumericDate(now), now.UnixMilli()
+	c.Issuer, c.Audience, c.ID = t.Issuer, jwt.Audience{t.Audience}, RandomID()
+	c.Expiry, c.IssuedAt, c.IssuedAtMilli = jwt.NewNumericDate(now.Add(Lifetime)), jwt.NewNumericDate(now), now.UnixMilli()
 	sig, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key.priv},
 		(&jose.SignerOptions{}).WithType(accessTokenType).WithHeader(jose.HeaderKey("kid"), key.KID))
 	if err != nil {
@@ -120,20 +126,20 @@ func (t *Tokens) issue(ctx context.Context, c Claims) (string, Claims, error) {
 	return raw, c, nil
 }
 
-// maxTokenBytes bounds what Verify parses.
-const maxTokenBytes = 8 << 10
+// MaxBytes bounds what Verify parses (and a client assertion's length).
+const MaxBytes = 8 << 10
 
 // Verify checks a token completely before reading any claim from it: the
 // RS256 signature by a published key, typ at+jwt, iss, aud, a required exp
 // (and iat not in the future), a jti that is not revoked. Any failure is a
 // *TokenError.
 func (t *Tokens) Verify(ctx context.Context, raw string) (*Claims, error) {
-	if len(raw) > maxTokenBytes {
+	if len(raw) > MaxBytes {
 		return nil, invalid("too long")
 	}
 	now := t.now()
 	if v, ok := t.verified.Get(raw); ok {
-		if now.After(v.claims.Expiry.Time().Add(clockSkew)) {
+		if now.After(v.claims.Expiry.Time().Add(ClockSkew)) {
 			t.forget(raw)
 			return nil, invalid("expired")
 		}
@@ -195,10 +201,10 @@ func (t *Tokens) verify(ctx context.Context, raw string, now time.Time) (*Claims
 	case c.Subject == "":
 		return nil, invalid("no sub")
 	}
-	if now.After(c.Expiry.Time().Add(clockSkew)) {
+	if now.After(c.Expiry.Time().Add(ClockSkew)) {
 		return nil, invalid("expired")
 	}
-	if c.IssuedAt != nil && c.IssuedAt.Time().After(now.Add(clockSkew)) {
+	if c.IssuedAt != nil && c.IssuedAt.Time().After(now.Add(ClockSkew)) {
 		return nil, invalid("issued in the future")
 	}
 	if c.Issuer != t.Issuer {
@@ -249,7 +255,7 @@ func (t *Tokens) NotBefore(ctx context.Context, sub string) error {
 	v, _ := now.UTC().MarshalText()
 	for {
 		prev, err := t.records.GetRecord(ctx, notBeforeKind, sub)
-		rec := store.Record{Kind: notBeforeKind, ID: sub, Version: 1, Value: v, Expires: now.Add(TokenLifetime + clockSkew)}
+		rec := store.Record{Kind: notBeforeKind, ID: sub, Version: 1, Value: v, Expires: now.Add(Lifetime + ClockSkew)}
 		switch {
 		case err == nil:
 			rec.Version = prev.Version + 1
@@ -293,7 +299,7 @@ func (t *Tokens) forgetWhere(match func(*Claims) bool) {
 // expired anyway, so the list stays small).
 func (t *Tokens) Revoke(ctx context.Context, jti string, exp time.Time) error {
 	t.forgetWhere(func(c *Claims) bool { return c.ID == jti })
-	err := t.records.PutRecord(ctx, store.Record{Kind: revokedKind, ID: jti, Version: 1, Value: []byte{1}, Expires: exp.Add(clockSkew)})
+	err := t.records.PutRecord(ctx, store.Record{Kind: revokedKind, ID: jti, Version: 1, Value: []byte{1}, Expires: exp.Add(ClockSkew)})
 	if errors.Is(err, store.ErrConflict) {
 		return nil // already revoked
 	}
@@ -312,7 +318,9 @@ func (t *Tokens) Revoked(ctx context.Context, jti string) (bool, error) {
 	return false, fmt.Errorf("auth: revocation list: %w", err)
 }
 
-func randomID() string {
+// RandomID is 128 random bits in hex: a token's jti, and the issuer's
+// ids and secrets.
+func RandomID() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms

@@ -1,4 +1,7 @@
-package sqlite
+// Package walbuf is a SQLite VFS whose WAL files gather consecutive
+// writes in memory and hand them to the OS in one call: the buffered WAL
+// of the SQLite store's writer connection.
+package walbuf
 
 import (
 	"sync"
@@ -19,16 +22,18 @@ import (
 //
 //   - With synchronous FULL or EXTRA, SQLite syncs the WAL at the end of
 //     writing a commit's frames, before it publishes them in the WAL index
-//     (the shared memory, which this VFS cannot see). dsn uses this VFS
-//     only then: with NORMAL a commit is published without a sync.
-//   - Cache spill is off on these connections (dsn), so no frame is
-//     written before the commit: a transaction that outgrows the page
-//     cache would otherwise write frames, roll back, and leave them in the
-//     buffer after it released the write lock, to be written later over
-//     frames another connection committed in the meantime. A transaction
-//     larger than the cache holds its pages in memory instead; schema
-//     migrations, which rewrite whole tables, run on a connection of their
-//     own without the buffer (migratorRole), free to spill.
+//     (the shared memory, which this VFS cannot see). The store's dsn
+//     uses this VFS only then: with NORMAL a commit is published without
+//     a sync.
+//   - Cache spill is off on these connections (the store's dsn), so no
+//     frame is written before the commit: a transaction that outgrows the
+//     page cache would otherwise write frames, roll back, and leave them
+//     in the buffer after it released the write lock, to be written later
+//     over frames another connection committed in the meantime. A
+//     transaction larger than the cache holds its pages in memory
+//     instead; schema migrations, which rewrite whole tables, run on a
+//     connection of their own without the buffer (the store's
+//     migratorRole), free to spill.
 //   - The database must allow power-safe overwrite (SQLite's default):
 //     without it SQLite pads the last frame of a commit and writes part of
 //     the padding after the sync, yet publishes it (walFile is only used
@@ -37,15 +42,24 @@ import (
 //     never committed can leave anything there.
 //
 // A crash loses what is buffered, as it would lose writes not yet synced.
-const walBufferVFSName = "kiln-walbuf"
+const VFSName = "kiln-walbuf"
 
-// walBufferLimit bounds the memory a buffer holds before it is written
-// out: large transactions flush as they go.
-const walBufferLimit = 4 << 20
+// Limit bounds the memory a buffer holds before it is written out:
+// large transactions flush as they go.
+const Limit = 4 << 20
 
-var registerWALBuffer = sync.OnceFunc(func() {
-	vfs.Register(walBufferVFSName, walBufferVFS{vfs.Find("")})
+// Register registers the VFS under VFSName, once however often it is
+// called.
+var Register = sync.OnceFunc(func() {
+	vfs.Register(VFSName, walBufferVFS{vfs.Find("")})
 })
+
+// IsBuffered reports whether f, a file SQLite holds open, is a WAL file
+// this VFS buffers.
+func IsBuffered(f any) bool {
+	_, ok := f.(*walFile)
+	return ok
+}
 
 // walBufferVFS is the default VFS with buffered WAL files; every other
 // file (the database, journals) is the default VFS's own.
@@ -93,7 +107,7 @@ func (f *walFile) WriteAt(p []byte, off int64) (int, error) {
 		f.off = off
 	}
 	f.buf = append(f.buf, p...)
-	if len(f.buf) >= walBufferLimit {
+	if len(f.buf) >= Limit {
 		if err := f.flush(); err != nil {
 			return 0, err
 		}

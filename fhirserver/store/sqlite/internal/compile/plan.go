@@ -1,4 +1,4 @@
-package sqlite
+package compile
 
 import (
 	"strconv"
@@ -10,16 +10,16 @@ import (
 // first, the others being tested per resource), from bounded counts of
 // each clause's rows, or a walk in sort order when every clause is large.
 
-// plan is the chosen driver of a query: the SQL of a SELECT yielding the
+// Plan is the chosen driver of a query: the SQL of a SELECT yielding the
 // rids of one clause (nil: walk the resources of the query's types).
-type plan struct {
-	driver   *sqlb
-	clause   int  // index in Where of the driver clause, -1 for none
-	ordered  bool // the driver yields each rid once, in rid order
-	estimate int  // rows the driver yields, capped at tune.estimateLimit; -1 unknown
-	// sortWalk: no driver; the page walks the rows of the first sort key
-	// in order (see sortWalkSQL), then the resources without one.
-	sortWalk bool
+type Plan struct {
+	Driver   *SQL
+	Clause   int  // index in Where of the driver clause, -1 for none
+	Ordered  bool // the driver yields each rid once, in rid order
+	Estimate int  // rows the driver yields, capped at Tune.EstimateLimit; -1 unknown
+	// SortWalk: no driver; the page walks the rows of the first sort key
+	// in order (see SortWalkSQL), then the resources without one.
+	SortWalk bool
 }
 
 // canSortWalk says whether q's page can be read by walking the rows of
@@ -37,9 +37,9 @@ type cand struct {
 	ordered bool
 }
 
-// choose picks the driver of q. sorted says the page is ordered by sort
+// Choose picks the driver of q. sorted says the page is ordered by sort
 // keys, so that a driver streaming in rid order has no advantage.
-func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
+func (c *Compiler) Choose(q *search.Query, sorted bool) (Plan, error) {
 	var cands []cand
 	for i := range q.Where {
 		r, ordered, ok := clauseRank(&q.Where[i])
@@ -47,7 +47,7 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 			cands = append(cands, cand{i, r, ordered})
 		}
 	}
-	best := plan{clause: -1, estimate: -1}
+	best := Plan{Clause: -1, Estimate: -1}
 	walk := sorted && canSortWalk(q)
 	if walk && walkOf(q.Sort[0]) == walkKeys {
 		var err error
@@ -55,10 +55,10 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 			return best, err
 		}
 	}
-	if len(cands) == 0 || walk && c.tune.sortWalk {
+	if len(cands) == 0 || walk && c.Tune.SortWalk {
 		// Nothing to drive: in sort order, the page costs about its own
 		// rows (and the tests of the resources it skips).
-		best.sortWalk = walk
+		best.SortWalk = walk
 		return best, nil
 	}
 	// Cheapest-looking first: an early very selective one ends the search.
@@ -79,28 +79,28 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		if err != nil {
 			return best, err
 		}
-		return plan{driver: d, clause: cands[lone].i, ordered: true, estimate: -1}, nil
+		return Plan{Driver: d, Clause: cands[lone].i, Ordered: true, Estimate: -1}, nil
 	}
-	// First a cheap pass, each clause counted only up to selectiveEnough:
+	// First a cheap pass, each clause counted only up to SelectiveEnough:
 	// when one is that selective it drives, and no common clause (a code
 	// every tenth Observation has) is counted up to the full limit, which
 	// cost more than the whole query (measured at 1M Observations).
 	quick := -1
-	quickN := c.tune.selectiveEnough
+	quickN := c.Tune.SelectiveEnough
 	for k := range cands {
 		d, err := c.clauseDriver(&q.Where[cands[k].i], q.Types, false)
 		if err != nil {
 			return best, err
 		}
 		limit := quickN
-		if cands[k].ordered && c.known != nil {
+		if cands[k].ordered && c.Known != nil {
 			// Counted to the full limit: such a key is small (and the
 			// count stops early) or is a common value (a code, a status)
 			// that later queries then know to be large without counting
 			// (see loneStream).
-			limit = c.tune.estimateLimit
+			limit = c.Tune.EstimateLimit
 		}
-		n, err := c.estimate(c.ctx, d, limit)
+		n, err := c.Estimate(c.Ctx, d, limit)
 		if err != nil {
 			return best, err
 		}
@@ -114,7 +114,7 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		if err != nil {
 			return best, err
 		}
-		return plan{driver: d, clause: cd.i, ordered: cd.ordered, estimate: quickN}, nil
+		return Plan{Driver: d, Clause: cd.i, Ordered: cd.ordered, Estimate: quickN}, nil
 	}
 	var streaming *cand
 	for k := range cands {
@@ -125,11 +125,11 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		if err != nil {
 			return best, err
 		}
-		limit := c.tune.estimateLimit
-		if best.driver != nil {
-			limit = best.estimate
+		limit := c.Tune.EstimateLimit
+		if best.Driver != nil {
+			limit = best.Estimate
 		}
-		n, err := c.estimate(c.ctx, d, limit)
+		n, err := c.Estimate(c.Ctx, d, limit)
 		if err != nil {
 			return best, err
 		}
@@ -137,8 +137,8 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 			if d, err = c.clauseDriver(&q.Where[cd.i], q.Types, true); err != nil {
 				return best, err
 			}
-			best = plan{driver: d, clause: cd.i, ordered: cd.ordered, estimate: n}
-			if n < c.tune.selectiveEnough {
+			best = Plan{Driver: d, Clause: cd.i, Ordered: cd.ordered, Estimate: n}
+			if n < c.Tune.SelectiveEnough {
 				break
 			}
 		}
@@ -147,18 +147,18 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		}
 	}
 	switch {
-	case best.driver != nil:
+	case best.Driver != nil:
 	case walk:
 		// Every clause is large: walking the type in sort order, testing
 		// each resource, fills the page long before the smallest clause
 		// could be read and all its matches sorted.
-		best.sortWalk = true
+		best.SortWalk = true
 	case streaming != nil && !sorted:
 		d, err := c.clauseDriver(&q.Where[streaming.i], q.Types, true)
 		if err != nil {
 			return best, err
 		}
-		best = plan{driver: d, clause: streaming.i, ordered: true, estimate: -1}
+		best = Plan{Driver: d, Clause: streaming.i, Ordered: true, Estimate: -1}
 	case sorted:
 		// Every match must be read to sort them: reading only the rows of
 		// one clause beats walking the whole type.
@@ -166,7 +166,7 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 		if err != nil {
 			return best, err
 		}
-		best = plan{driver: d, clause: cands[0].i, ordered: cands[0].ordered, estimate: -1}
+		best = Plan{Driver: d, Clause: cands[0].i, Ordered: cands[0].ordered, Estimate: -1}
 	}
 	// Otherwise (no sort, every clause large) the type is walked in rid
 	// order, testing each resource, until the page is full: with several
@@ -180,23 +180,23 @@ func (c *compiler) choose(q *search.Query, sorted bool) (plan, error) {
 // mostly of q's type. The keys of a parameter are ordered by value before
 // type, so a walk for one type steps over every other type's keys of the
 // same code (name: Patient, Practitioner, Organization…): it is worth it
-// only when those are few. The first estimateLimit keys of the code are
+// only when those are few. The first EstimateLimit keys of the code are
 // the sample: a bounded read, where counting every other type's key
 // would read them all when there are few.
-func (c *compiler) keysOfOneType(q *search.Query) (bool, error) {
-	limit := c.tune.estimateLimit
-	d := &sqlb{}
-	d.w("SELECT 1 FROM (SELECT k.type FROM search_keys AS k WHERE ")
-	prefixRange(d, "k.key", q.Sort[0].Param+"\x1f")
-	d.w(" LIMIT "+strconv.Itoa(limit)+") WHERE type <> ?", q.Types[0])
-	others, err := c.estimate(c.ctx, d, limit)
+func (c *Compiler) keysOfOneType(q *search.Query) (bool, error) {
+	limit := c.Tune.EstimateLimit
+	d := &SQL{}
+	d.Text("SELECT 1 FROM (SELECT k.type FROM search_keys AS k WHERE ")
+	PrefixRange(d, "k.key", q.Sort[0].Param+"\x1f")
+	d.Text(" LIMIT "+strconv.Itoa(limit)+") WHERE type <> ?", q.Types[0])
+	others, err := c.Estimate(c.Ctx, d, limit)
 	return 2*others < limit, err
 }
 
 // loneStream returns the index in cands of the only candidate not known
-// to match at least estimateLimit rows, when it streams in rid order and
+// to match at least EstimateLimit rows, when it streams in rid order and
 // the page is unsorted; else -1.
-func (c *compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, error) {
+func (c *Compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, error) {
 	// _total=estimate takes the driver's count when it is small: keep
 	// counting, so that whether a total comes back does not depend on
 	// what the cache holds.
@@ -207,12 +207,12 @@ func (c *compiler) loneStream(q *search.Query, cands []cand, sorted bool) (int, 
 	for k, cd := range cands {
 		// A chain or _has driver runs a search of its own to be built,
 		// and its aliases differ from the quick pass's: never known.
-		if c.known != nil && len(cands) > 1 && !hasSubquery(&q.Where[cd.i]) {
+		if c.Known != nil && len(cands) > 1 && !hasSubquery(&q.Where[cd.i]) {
 			d, err := c.clauseDriver(&q.Where[cd.i], q.Types, false)
 			if err != nil {
 				return -1, err
 			}
-			if n, ok := c.known(d, c.tune.estimateLimit); ok && n >= c.tune.estimateLimit {
+			if n, ok := c.Known(d, c.Tune.EstimateLimit); ok && n >= c.Tune.EstimateLimit {
 				continue
 			}
 		}

@@ -1,4 +1,4 @@
-package sqlite
+package compile
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/kiln-fhir/kiln/fhirserver/search"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sqlite/internal/cursor"
 )
 
 // The SQL of a page: its sort expressions, the order it reads rows in
@@ -83,11 +84,11 @@ func walkedExpr(so search.Sort) (value, order string) {
 // rows a walk reads, and for a number or quantity of its rows of any
 // unit, looked up by rid (an index probe, where parsing the JSON of the
 // sort values cost twice as much); else (tokens, references: their keys
-// have several forms) that value in the resource's sort values (sv, see
-// sortValues).
+// have several forms) that value in the resource's sort values (sv,
+// written by the store's sortValues).
 //
 // Codes are written into the text, not bound: the expression is repeated
-// across the statement (select list, keyset, ORDER BY). checkSorts keeps
+// across the statement (select list, keyset, ORDER BY). CheckSorts keeps
 // them to characters that need no quoting.
 func sortExpr(a string, i int, s search.Sort, walked bool) string {
 	x := "x" + strconv.Itoa(i)
@@ -126,10 +127,10 @@ func sortExpr(a string, i int, s search.Sort, walked bool) string {
 	return "json_extract(sv.vals, '$.\"" + s.Param + "\"" + at + "')"
 }
 
-// checkSorts refuses sort parameters whose code could not be written into
+// CheckSorts refuses sort parameters whose code could not be written into
 // SQL text and a JSON path literal as it is (search parameter codes never
 // need to be).
-func checkSorts(sorts []search.Sort) error {
+func CheckSorts(sorts []search.Sort) error {
 	for _, so := range sorts {
 		if so.Param == "" || strings.IndexFunc(so.Param, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:$", r))
@@ -140,104 +141,104 @@ func checkSorts(sorts []search.Sort) error {
 	return nil
 }
 
-// pageArm is one SELECT of page rows (see pageSQL).
-type pageArm struct {
-	from, where *sqlb // from fromWhere
-	rid         string
-	cur         *searchCursor // nil: the first page; else its maxRid bounds the rows
-	keyset      bool          // the rows are past cur (else cur only bounds rids)
-	// sorted: the rows are the walked rows of the first key (s0, see
-	// walkOf), one per resource, in the index's order. null: only the resources
-	// without a first sort value, which tie on it.
-	sorted, null bool
-	// bodies: each row also carries its version (type, id, version,
+// PageArm is one SELECT of page rows (see PageSQL).
+type PageArm struct {
+	From, Where *SQL // from FromWhere
+	Rid         string
+	Cur         *cursor.Search // nil: the first page; else its MaxRid bounds the rows
+	Keyset      bool           // the rows are past Cur (else Cur only bounds rids)
+	// Sorted: the rows are the walked rows of the first key (s0, see
+	// walkOf), one per resource, in the index's order. Null: only the
+	// resources without a first sort value, which tie on it.
+	Sorted, Null bool
+	// Bodies: each row also carries its version (type, id, version,
 	// last_updated, method, body), for rows that need no sorting.
-	bodies bool
+	Bodies bool
 }
 
-// pageSQL is the SELECT of up to Count+1 rows: rid, seq, one value per
+// PageSQL is the SELECT of up to Count+1 rows: rid, seq, one value per
 // sort key and the highest rid, in the page's order.
-func pageSQL(q *search.Query, arm pageArm) *sqlb {
+func PageSQL(q *search.Query, arm PageArm) *SQL {
 	const a = "a"
-	back := arm.cur != nil && arm.cur.back
-	rid := arm.rid
-	expr := func(i int) string { return sortExpr(a, i, q.Sort[i], arm.sorted && i == 0) }
-	s := &sqlb{}
-	s.w("SELECT " + rid + ", " + a + ".seq")
+	back := arm.Cur != nil && arm.Cur.Back
+	rid := arm.Rid
+	expr := func(i int) string { return sortExpr(a, i, q.Sort[i], arm.Sorted && i == 0) }
+	s := &SQL{}
+	s.Text("SELECT " + rid + ", " + a + ".seq")
 	values := false
 	for i, so := range q.Sort {
-		s.w(", " + expr(i))
+		s.Text(", " + expr(i))
 		values = values || so.Param != "_id" && so.Param != "_lastUpdated" && walkOf(so) == walkNone && !numericSort(so)
 	}
-	s.w(", (SELECT max(rid) FROM resources) ")
-	if arm.bodies {
-		s.w(", v.type, v.id, v.version, v.last_updated, v.method, v.body ")
+	s.Text(", (SELECT max(rid) FROM resources) ")
+	if arm.Bodies {
+		s.Text(", v.type, v.id, v.version, v.last_updated, v.method, v.body ")
 	}
-	var first search.Sort // the walked key, when arm.sorted
-	if arm.sorted {
+	var first search.Sort // the walked key, when arm.Sorted
+	if arm.Sorted {
 		first = q.Sort[0]
 		// from is the walk of the type's resources, which this replaces.
 		table, index := walkFrom(first)
-		s.w("FROM " + table + " AS s0")
+		s.Text("FROM " + table + " AS s0")
 		if index != "" {
-			s.w(" INDEXED BY " + index)
+			s.Text(" INDEXED BY " + index)
 		}
-		s.w(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
+		s.Text(" CROSS JOIN resources AS " + a + " ON " + a + ".rid = s0.rid")
 	} else {
-		s.add(arm.from)
+		s.Append(arm.From)
 	}
 	if values {
-		s.w(" LEFT JOIN search_sort_values AS sv ON sv.rid = " + a + ".rid")
+		s.Text(" LEFT JOIN search_sort_values AS sv ON sv.rid = " + a + ".rid")
 	}
-	if arm.bodies {
+	if arm.Bodies {
 		// Last in the join order: read only for rows that pass.
-		s.w(" CROSS JOIN resource_versions AS v ON v.seq = " + a + ".seq")
+		s.Text(" CROSS JOIN resource_versions AS v ON v.seq = " + a + ".seq")
 	}
-	s.w(" WHERE ")
-	if arm.sorted {
+	s.Text(" WHERE ")
+	if arm.Sorted {
 		walkWhere(s, first, q.Types[0])
-		if arm.keyset && arm.cur.vals[0] != nil {
+		if arm.Keyset && arm.Cur.Vals[0] != nil {
 			// Implied by the keyset, but a range the walk can start at.
 			_, col := walkedExpr(first)
-			v := arm.cur.vals[0]
+			v := arm.Cur.Vals[0]
 			if walkOf(first) == walkKeys {
 				str, _ := v.(string)
 				v = first.Param + "\x1f" + str
 			}
 			if first.Desc != back {
-				s.w(col+" <= ? AND ", v)
+				s.Text(col+" <= ? AND ", v)
 			} else {
-				s.w(col+" >= ? AND ", v)
+				s.Text(col+" >= ? AND ", v)
 			}
 		}
 	}
-	s.add(arm.where)
-	if arm.null {
-		s.w(" AND " + expr(0) + " IS NULL")
+	s.Append(arm.Where)
+	if arm.Null {
+		s.Text(" AND " + expr(0) + " IS NULL")
 	}
-	if arm.cur != nil {
-		s.w(" AND "+rid+" <= ?", arm.cur.maxRid)
-		if arm.keyset {
-			s.w(" AND (")
-			keyset(s, q.Sort, expr, rid, arm.cur)
-			s.w(")")
+	if arm.Cur != nil {
+		s.Text(" AND "+rid+" <= ?", arm.Cur.MaxRid)
+		if arm.Keyset {
+			s.Text(" AND (")
+			keyset(s, q.Sort, expr, rid, arm.Cur)
+			s.Text(")")
 		}
 	}
-	s.w(" ORDER BY ")
+	s.Text(" ORDER BY ")
 	for i, so := range q.Sort {
-		if i == 0 && arm.null {
+		if i == 0 && arm.Null {
 			continue // every row's is NULL
 		}
 		desc := so.Desc != back
 		dir := " ASC NULLS LAST, "
 		switch {
-		case i == 0 && arm.sorted:
+		case i == 0 && arm.Sorted:
 			// The index's own order (no NULLs: NULLS would defeat it).
 			_, col := walkedExpr(so)
 			if desc {
-				s.w(col + " DESC, ")
+				s.Text(col + " DESC, ")
 			} else {
-				s.w(col + " ASC, ")
+				s.Text(col + " ASC, ")
 			}
 			continue
 		case desc && !back:
@@ -247,49 +248,49 @@ func pageSQL(q *search.Query, arm pageArm) *sqlb {
 		case back:
 			dir = " ASC NULLS FIRST, "
 		}
-		s.w(expr(i) + dir)
+		s.Text(expr(i) + dir)
 	}
 	if back {
-		s.w(rid + " DESC")
+		s.Text(rid + " DESC")
 	} else {
-		s.w(rid + " ASC")
+		s.Text(rid + " ASC")
 	}
 	// The limit is an integer of ours, not a value: written into the text
 	// it lets the planner use a bounded sorter, and a bound LIMIT would
 	// make SQLite re-prepare the statement on each run.
-	s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+	s.Text(" LIMIT " + strconv.Itoa(q.Count+1))
 	return s
 }
 
 // walkWhere keeps one walked row per resource of type typ: the one
 // holding its sort value for so (the least ascending, the greatest
 // descending; rows are unique, so exactly one is).
-func walkWhere(s *sqlb, so search.Sort, typ string) {
+func walkWhere(s *SQL, so search.Sort, typ string) {
 	if walkOf(so) == walkKeys {
 		prefix := so.Param + "\x1f"
-		prefixRange(s, "s0.key", prefix)
-		s.w(" AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_keys AS sk WHERE sk.rid = s0.rid AND ", typ)
+		PrefixRange(s, "s0.key", prefix)
+		s.Text(" AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM search_keys AS sk WHERE sk.rid = s0.rid AND ", typ)
 		if so.Desc {
-			s.w("sk.key > s0.key")
+			s.Text("sk.key > s0.key")
 			if hi, ok := prefixEnd(prefix); ok {
-				s.w(" AND sk.key < ?", hi)
+				s.Text(" AND sk.key < ?", hi)
 			}
 		} else {
-			s.w("sk.key >= ? AND sk.key < s0.key", prefix)
+			s.Text("sk.key >= ? AND sk.key < s0.key", prefix)
 		}
-		s.w(") AND ")
+		s.Text(") AND ")
 		return
 	}
 	table, _ := walkFrom(so)
-	s.w("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM "+table+" AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
+	s.Text("s0.param = ? AND s0.type = ? AND NOT EXISTS (SELECT 1 FROM "+table+" AS sd WHERE sd.rid = s0.rid AND sd.param = s0.param AND ", so.Param, typ)
 	if so.Desc {
-		s.w("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
+		s.Text("(sd.high > s0.high OR sd.high = s0.high AND sd.low < s0.low)) AND ")
 	} else {
-		s.w("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
+		s.Text("(sd.low < s0.low OR sd.low = s0.low AND sd.high < s0.high)) AND ")
 	}
 }
 
-// sortWalkSQL is the page of a sortWalk plan: the resources with a value
+// SortWalkSQL is the page of a SortWalk plan: the resources with a value
 // for the first sort key (a date, string or uri parameter), walked in
 // that order through the index of its rows (see walkOf) and each tested
 // against every clause, then those without one (which sort last both
@@ -298,83 +299,83 @@ func walkWhere(s *sqlb, so search.Sort, typ string) {
 // it as soon as the page is full, so the second arm runs only at the end
 // of the first. A cursor in one region leaves the other whole or out of
 // the page.
-func sortWalkSQL(q *search.Query, from, where *sqlb, cur *searchCursor) *sqlb {
-	sorted := pageArm{from: from, where: where, rid: "s0.rid", cur: cur, sorted: true}
-	null := pageArm{from: from, where: where, rid: "a.rid", cur: cur, null: true}
-	var arms []pageArm
+func SortWalkSQL(q *search.Query, from, where *SQL, cur *cursor.Search) *SQL {
+	sorted := PageArm{From: from, Where: where, Rid: "s0.rid", Cur: cur, Sorted: true}
+	null := PageArm{From: from, Where: where, Rid: "a.rid", Cur: cur, Null: true}
+	var arms []PageArm
 	switch {
 	case cur == nil:
-		arms = []pageArm{sorted, null}
-	case cur.vals[0] != nil && !cur.back:
-		sorted.keyset = true
-		arms = []pageArm{sorted, null}
-	case cur.vals[0] != nil:
-		sorted.keyset = true
-		arms = []pageArm{sorted}
-	case !cur.back:
-		null.keyset = true
-		arms = []pageArm{null}
+		arms = []PageArm{sorted, null}
+	case cur.Vals[0] != nil && !cur.Back:
+		sorted.Keyset = true
+		arms = []PageArm{sorted, null}
+	case cur.Vals[0] != nil:
+		sorted.Keyset = true
+		arms = []PageArm{sorted}
+	case !cur.Back:
+		null.Keyset = true
+		arms = []PageArm{null}
 	default:
-		null.keyset = true
-		arms = []pageArm{null, sorted}
+		null.Keyset = true
+		arms = []PageArm{null, sorted}
 	}
 	if len(arms) == 1 {
-		return pageSQL(q, arms[0])
+		return PageSQL(q, arms[0])
 	}
-	s := &sqlb{}
+	s := &SQL{}
 	for i, arm := range arms {
 		if i > 0 {
-			s.w(" UNION ALL ")
+			s.Text(" UNION ALL ")
 		}
-		s.w("SELECT * FROM (").add(pageSQL(q, arm)).w(")")
+		s.Text("SELECT * FROM (").Append(PageSQL(q, arm)).Text(")")
 	}
-	return s.w(" LIMIT " + strconv.Itoa(q.Count+1))
+	return s.Text(" LIMIT " + strconv.Itoa(q.Count+1))
 }
 
 // keyset is the condition "the row comes after the cursor" (before it,
 // paging back) in the order of sorts, then rid: the OR over each key of
 // "equal on the keys before it and past the cursor on this one". A missing
 // value (NULL) sorts after every value in both directions.
-func keyset(s *sqlb, sorts []search.Sort, expr func(i int) string, rid string, cur *searchCursor) {
-	back := cur.back
+func keyset(s *SQL, sorts []search.Sort, expr func(i int) string, rid string, cur *cursor.Search) {
+	back := cur.Back
 	for j := 0; j <= len(sorts); j++ {
 		if j > 0 {
-			s.w(" OR ")
+			s.Text(" OR ")
 		}
-		s.w("(")
+		s.Text("(")
 		for i := 0; i < j; i++ {
 			e := expr(i)
-			if cur.vals[i] == nil {
-				s.w(e + " IS NULL AND ")
+			if cur.Vals[i] == nil {
+				s.Text(e + " IS NULL AND ")
 			} else {
-				s.w(e+" = ? AND ", cur.vals[i])
+				s.Text(e+" = ? AND ", cur.Vals[i])
 			}
 		}
 		if j == len(sorts) {
 			if back {
-				s.w(rid+" < ?)", cur.rid)
+				s.Text(rid+" < ?)", cur.Rid)
 			} else {
-				s.w(rid+" > ?)", cur.rid)
+				s.Text(rid+" > ?)", cur.Rid)
 			}
 			continue
 		}
 		e := expr(j)
-		v := cur.vals[j]
+		v := cur.Vals[j]
 		// greater: later in ascending order of the raw value
 		greater := !sorts[j].Desc
 		switch {
 		case v == nil && !back:
-			s.w("0)") // nothing is after NULL but other NULLs
+			s.Text("0)") // nothing is after NULL but other NULLs
 		case v == nil:
-			s.w(e + " IS NOT NULL)")
+			s.Text(e + " IS NOT NULL)")
 		case !back && greater:
-			s.w("("+e+" > ? OR "+e+" IS NULL))", v)
+			s.Text("("+e+" > ? OR "+e+" IS NULL))", v)
 		case !back:
-			s.w("("+e+" < ? OR "+e+" IS NULL))", v)
+			s.Text("("+e+" < ? OR "+e+" IS NULL))", v)
 		case greater:
-			s.w(e+" < ?)", v)
+			s.Text(e+" < ?)", v)
 		default:
-			s.w(e+" > ?)", v)
+			s.Text(e+" > ?)", v)
 		}
 	}
 }

@@ -1,4 +1,10 @@
-package sqlite
+// Package compile compiles the search IR (search.Query) to the SQL of the
+// SQLite store: it chooses which clause drives a query from bounded
+// counts of each clause's rows (the planner), writes the other clauses as
+// per-resource probes, and builds the statement of a page (its sort
+// expressions, the order it reads rows in, the keyset condition of a
+// cursor). It runs nothing itself: counts go through Compiler.Estimate.
+package compile
 
 import (
 	"context"
@@ -27,25 +33,30 @@ import (
 // CROSS JOIN. Without a selective clause, the driver is a walk of the
 // type's resources in rid order, probing each until the page is full.
 
-// sqlb is SQL text with its bound arguments in order.
-type sqlb struct {
+// SQL is SQL text with its bound arguments in order.
+type SQL struct {
 	b    strings.Builder
 	args []any
 }
 
-func (s *sqlb) w(text string, args ...any) *sqlb {
+// Text appends text and the arguments of its placeholders.
+func (s *SQL) Text(text string, args ...any) *SQL {
 	s.b.WriteString(text)
 	s.args = append(s.args, args...)
 	return s
 }
 
-func (s *sqlb) add(o *sqlb) *sqlb {
+// Append appends o, text and arguments.
+func (s *SQL) Append(o *SQL) *SQL {
 	s.b.WriteString(o.b.String())
 	s.args = append(s.args, o.args...)
 	return s
 }
 
-func (s *sqlb) String() string { return s.b.String() }
+func (s *SQL) String() string { return s.b.String() }
+
+// Args are the bound arguments, in the order of their placeholders.
+func (s *SQL) Args() []any { return s.args }
 
 // jsonPath is the JSON path of member key of an object.
 func jsonPath(key string) string {
@@ -53,47 +64,48 @@ func jsonPath(key string) string {
 	return "$." + string(q)
 }
 
-// tuning holds the planner's thresholds (tests shrink them to reach every
-// plan with a small fixture). estimateLimit bounds the row count of a
-// driver estimate; selectiveEnough ends the estimates early (a driver this
-// small cannot be beaten by much). sortWalk (tests only) makes every
+// Tuning holds the planner's thresholds (tests shrink them to reach every
+// plan with a small fixture). EstimateLimit bounds the row count of a
+// driver estimate; SelectiveEnough ends the estimates early (a driver this
+// small cannot be beaten by much). SortWalk (tests only) makes every
 // sorted query that can walk its sort rows do so.
-type tuning struct {
-	estimateLimit, selectiveEnough int
-	sortWalk                       bool
+type Tuning struct {
+	EstimateLimit, SelectiveEnough int
+	SortWalk                       bool
 }
 
-var defaultTuning = tuning{estimateLimit: 2000, selectiveEnough: 64}
+// DefaultTuning is the store's.
+var DefaultTuning = Tuning{EstimateLimit: 2000, SelectiveEnough: 64}
 
-// compiler compiles one query; estimate runs a counting query (on the same
-// connection pool or transaction as the search).
-type compiler struct {
-	ctx      context.Context
-	estimate func(ctx context.Context, s *sqlb, limit int) (int, error)
-	// known returns a recent estimate of up to limit rows without
+// Compiler compiles one query; Estimate runs a counting query (on the
+// same connection pool or transaction as the search).
+type Compiler struct {
+	Ctx      context.Context
+	Estimate func(ctx context.Context, s *SQL, limit int) (int, error)
+	// Known returns a recent estimate of up to limit rows without
 	// counting; nil: none is kept.
-	known func(s *sqlb, limit int) (int, bool)
-	tune  tuning
+	Known func(s *SQL, limit int) (int, bool)
+	Tune  Tuning
 	n     int // alias counter
 }
 
-func (c *compiler) alias(prefix string) string {
+func (c *Compiler) alias(prefix string) string {
 	c.n++
 	return prefix + strconv.Itoa(c.n)
 }
 
 // typeFilter restricts an index table (column col) to the query's types
 // and to the match's own type.
-func typeFilter(s *sqlb, col string, types []string, mtype string) {
+func typeFilter(s *SQL, col string, types []string, mtype string) {
 	if mtype != "" {
-		s.w(" AND "+col+" = ?", mtype)
+		s.Text(" AND "+col+" = ?", mtype)
 	}
 	switch len(types) {
 	case 0:
 	case 1:
-		s.w(" AND "+col+" = ?", types[0])
+		s.Text(" AND "+col+" = ?", types[0])
 	default:
-		s.w(" AND " + col + " IN (" + placeholders(len(types)) + ")")
+		s.Text(" AND " + col + " IN (" + placeholders(len(types)) + ")")
 		for _, t := range types {
 			s.args = append(s.args, t)
 		}
@@ -106,12 +118,12 @@ func placeholders(n int) string {
 
 // clauseDriver is a SELECT of the rids matching one drivable clause,
 // each once unless !distinct.
-func (c *compiler) clauseDriver(cl *search.Clause, types []string, distinct bool) (*sqlb, error) {
+func (c *Compiler) clauseDriver(cl *search.Clause, types []string, distinct bool) (*SQL, error) {
 	ms := anyOf(cl)
 	if len(ms) == 1 {
 		return c.matchDriver(&ms[0], types, distinct)
 	}
-	arms := make([]*sqlb, len(ms))
+	arms := make([]*SQL, len(ms))
 	for i := range ms {
 		d, err := c.matchDriver(&ms[i], types, false)
 		if err != nil {
@@ -161,22 +173,22 @@ const maxCompound = 256
 // union is the set union (no duplicates) of SELECTs of rid. Past
 // maxCompound of them, groups are unions of their own, nested as
 // subqueries, so a comma list of a thousand values still compiles.
-func union(arms []*sqlb) *sqlb {
+func union(arms []*SQL) *SQL {
 	for len(arms) > maxCompound {
-		var groups []*sqlb
+		var groups []*SQL
 		for i := 0; i < len(arms); i += maxCompound {
-			g := &sqlb{}
-			g.w("SELECT rid FROM (").add(union(arms[i:min(i+maxCompound, len(arms))])).w(")")
+			g := &SQL{}
+			g.Text("SELECT rid FROM (").Append(union(arms[i:min(i+maxCompound, len(arms))])).Text(")")
 			groups = append(groups, g)
 		}
 		arms = groups
 	}
-	s := &sqlb{}
+	s := &SQL{}
 	for i, a := range arms {
 		if i > 0 {
-			s.w(" UNION ")
+			s.Text(" UNION ")
 		}
-		s.add(a)
+		s.Append(a)
 	}
 	return s
 }
@@ -184,22 +196,22 @@ func union(arms []*sqlb) *sqlb {
 // balanced writes n terms joined by op (" AND ", " OR ") as a balanced
 // tree of parentheses. SQLite refuses an expression nested more than 1000
 // deep, and a flat chain of n terms nests n deep; the tree nests log2(n).
-func balanced(s *sqlb, op string, n int, term func(i int) error) error {
+func balanced(s *SQL, op string, n int, term func(i int) error) error {
 	var span func(lo, hi int) error
 	span = func(lo, hi int) error {
 		if hi-lo == 1 {
 			return term(lo)
 		}
 		mid := (lo + hi) / 2
-		s.w("(")
+		s.Text("(")
 		if err := span(lo, mid); err != nil {
 			return err
 		}
-		s.w(op)
+		s.Text(op)
 		if err := span(mid, hi); err != nil {
 			return err
 		}
-		s.w(")")
+		s.Text(")")
 		return nil
 	}
 	return span(0, n)
@@ -207,56 +219,56 @@ func balanced(s *sqlb, op string, n int, term func(i int) error) error {
 
 // matchDriver is a SELECT of the rids having a row that satisfies m,
 // DISTINCT when asked and needed.
-func (c *compiler) matchDriver(m *search.Match, types []string, distinct bool) (*sqlb, error) {
+func (c *Compiler) matchDriver(m *search.Match, types []string, distinct bool) (*SQL, error) {
 	sel := "SELECT rid"
 	if distinct {
 		sel = "SELECT DISTINCT rid"
 	}
-	s := &sqlb{}
+	s := &SQL{}
 	switch m.Op {
 	case search.OpKey:
 		if len(m.Keys) == 1 {
-			s.w("SELECT rid FROM search_keys WHERE key = ?", m.Keys[0])
+			s.Text("SELECT rid FROM search_keys WHERE key = ?", m.Keys[0])
 		} else {
-			s.w(sel + " FROM search_keys WHERE key IN (" + placeholders(len(m.Keys)) + ")")
+			s.Text(sel + " FROM search_keys WHERE key IN (" + placeholders(len(m.Keys)) + ")")
 			for _, k := range m.Keys {
 				s.args = append(s.args, k)
 			}
 		}
 		typeFilter(s, "type", types, m.Type)
 	case search.OpKeyPrefix, search.OpKeyContains:
-		s.w(sel + " FROM search_keys WHERE ")
-		prefixRange(s, "key", m.Prefix)
+		s.Text(sel + " FROM search_keys WHERE ")
+		PrefixRange(s, "key", m.Prefix)
 		if m.Op == search.OpKeyContains {
 			containsTest(s, "key", m.Prefix, m.Contains)
 		}
 		typeFilter(s, "type", types, m.Type)
 	case search.OpDate, search.OpNumber:
 		table, hint, test := rangeTable(m.Op)
-		s.w(sel+" FROM "+table+" WHERE param = ?", m.Param)
+		s.Text(sel+" FROM "+table+" WHERE param = ?", m.Param)
 		typeFilter(s, "type", types, m.Type)
-		s.w(" AND ")
+		s.Text(" AND ")
 		hint(s, m)
-		s.w(" AND ")
+		s.Text(" AND ")
 		test(s, m, "low", "high")
 	case search.OpChain:
 		target, err := chainTarget(m)
 		if err != nil {
 			return nil, err
 		}
-		sub, err := c.choose(m.Chain.Query, false)
+		sub, err := c.Choose(m.Chain.Query, false)
 		if err != nil {
 			return nil, err
 		}
 		a := c.alias("c")
-		from, where, err := c.fromWhere(m.Chain.Query, a, sub)
+		from, where, err := c.FromWhere(m.Chain.Query, a, sub)
 		if err != nil {
 			return nil, err
 		}
 		k := c.alias("ck")
-		s.w(strings.TrimSuffix(sel, "rid") + k + ".rid AS rid FROM (SELECT " + a + ".id AS id ")
-		s.add(from).w(" WHERE ").add(where)
-		s.w(") AS " + a + "x CROSS JOIN search_keys AS " + k + " ON " + k + ".key = ? || " + a + "x.id WHERE 1")
+		s.Text(strings.TrimSuffix(sel, "rid") + k + ".rid AS rid FROM (SELECT " + a + ".id AS id ")
+		s.Append(from).Text(" WHERE ").Append(where)
+		s.Text(") AS " + a + "x CROSS JOIN search_keys AS " + k + " ON " + k + ".key = ? || " + a + "x.id WHERE 1")
 		s.args = append(s.args, m.Chain.RefParam+"\x1f"+target+"/")
 		typeFilter(s, k+".type", types, m.Type)
 	default:
@@ -265,15 +277,15 @@ func (c *compiler) matchDriver(m *search.Match, types []string, distinct bool) (
 	return s, nil
 }
 
-// prefixRange is col >= prefix AND col < the least string above every
+// PrefixRange is col >= prefix AND col < the least string above every
 // string starting with prefix. SQLite compares TEXT with memcmp of the
 // UTF-8 bytes, so that bound is prefix with its last byte incremented
 // (after dropping 0xFF bytes, which cannot be incremented); bound as TEXT
 // even when the result is not valid UTF-8, which memcmp does not mind.
-func prefixRange(s *sqlb, col, prefix string) {
-	s.w(col+" >= ?", prefix)
+func PrefixRange(s *SQL, col, prefix string) {
+	s.Text(col+" >= ?", prefix)
 	if hi, ok := prefixEnd(prefix); ok {
-		s.w(" AND "+col+" < ?", hi)
+		s.Text(" AND "+col+" < ?", hi)
 	}
 }
 
@@ -292,8 +304,8 @@ func prefixEnd(prefix string) (string, bool) {
 // containsTest: the remainder of col after prefix contains sub. substr
 // counts characters for TEXT, hence the rune count. instr, unlike LIKE,
 // has no wildcards to escape.
-func containsTest(s *sqlb, col, prefix, sub string) {
-	s.w(" AND instr(substr("+col+", ?), ?) > 0", utf8.RuneCountInString(prefix)+1, sub)
+func containsTest(s *SQL, col, prefix, sub string) {
+	s.Text(" AND instr(substr("+col+", ?), ?) > 0", utf8.RuneCountInString(prefix)+1, sub)
 }
 
 // satAdd is a+d clamped to int64 (an approximate date near the sentinels).
@@ -313,61 +325,61 @@ func satAdd(a int64, d float64) int64 {
 
 // dateTest is the Cmp of m on a stored half-open range [lo, hi) against
 // the query's [Low, High) (the table in query.go).
-func dateTest(s *sqlb, m *search.Match, lo, hi string) {
+func dateTest(s *SQL, m *search.Match, lo, hi string) {
 	ql, qh := m.Low, m.High
-	eq := func() { s.w("("+lo+" >= ? AND "+hi+" <= ?)", ql, qh) }
+	eq := func() { s.Text("("+lo+" >= ? AND "+hi+" <= ?)", ql, qh) }
 	switch m.Cmp {
 	case search.CmpEq:
 		eq()
 	case search.CmpNe:
-		s.w("NOT ")
+		s.Text("NOT ")
 		eq()
 	case search.CmpGt:
-		s.w(hi+" > ?", qh)
+		s.Text(hi+" > ?", qh)
 	case search.CmpLt:
-		s.w(lo+" < ?", ql)
+		s.Text(lo+" < ?", ql)
 	case search.CmpGe:
-		s.w("("+hi+" > ? OR ", qh)
+		s.Text("("+hi+" > ? OR ", qh)
 		eq()
-		s.w(")")
+		s.Text(")")
 	case search.CmpLe:
-		s.w("("+lo+" < ? OR ", ql)
+		s.Text("("+lo+" < ? OR ", ql)
 		eq()
-		s.w(")")
+		s.Text(")")
 	case search.CmpSa:
-		s.w(lo+" >= ?", qh)
+		s.Text(lo+" >= ?", qh)
 	case search.CmpEb:
-		s.w(hi+" <= ?", ql)
+		s.Text(hi+" <= ?", ql)
 	case search.CmpAp:
-		s.w("("+lo+" < ? AND "+hi+" > ?)", satAdd(qh, m.Approx), satAdd(ql, -m.Approx))
+		s.Text("("+lo+" < ? AND "+hi+" > ?)", satAdd(qh, m.Approx), satAdd(ql, -m.Approx))
 	default:
-		s.w("0")
+		s.Text("0")
 	}
 }
 
 // dateHint is a range on one indexed column implied by dateTest (a
 // superset), so a date driver scans an index range, not the parameter.
-func dateHint(s *sqlb, m *search.Match) {
+func dateHint(s *SQL, m *search.Match) {
 	ql, qh := m.Low, m.High
 	switch m.Cmp {
 	case search.CmpEq:
-		s.w("low BETWEEN ? AND ?", ql, qh)
+		s.Text("low BETWEEN ? AND ?", ql, qh)
 	case search.CmpGt:
-		s.w("high > ?", qh)
+		s.Text("high > ?", qh)
 	case search.CmpLt:
-		s.w("low < ?", ql)
+		s.Text("low < ?", ql)
 	case search.CmpGe:
-		s.w("high >= ?", ql)
+		s.Text("high >= ?", ql)
 	case search.CmpLe:
-		s.w("low <= ?", qh)
+		s.Text("low <= ?", qh)
 	case search.CmpSa:
-		s.w("low >= ?", qh)
+		s.Text("low >= ?", qh)
 	case search.CmpEb:
-		s.w("high <= ?", ql)
+		s.Text("high <= ?", ql)
 	case search.CmpAp:
-		s.w("low < ?", satAdd(qh, m.Approx))
+		s.Text("low < ?", satAdd(qh, m.Approx))
 	default:
-		s.w("1")
+		s.Text("1")
 	}
 }
 
@@ -375,54 +387,54 @@ func dateHint(s *sqlb, m *search.Match) {
 // ne and ap against the query's [NumLow, NumHigh) (inclusive at NumHigh
 // when the query value is exact, NumLow == NumHigh), the others against
 // the exact value NumLow.
-func numberTest(s *sqlb, m *search.Match, lo, hi string) {
+func numberTest(s *SQL, m *search.Match, lo, hi string) {
 	v, ql, qh := m.NumLow, m.NumLow, m.NumHigh
 	eq := func() {
 		op := "<"
 		if ql == qh {
 			op = "<="
 		}
-		s.w("("+lo+" >= ? AND "+hi+" "+op+" ?)", ql, qh)
+		s.Text("("+lo+" >= ? AND "+hi+" "+op+" ?)", ql, qh)
 	}
 	switch m.Cmp {
 	case search.CmpEq:
 		eq()
 	case search.CmpNe:
-		s.w("NOT ")
+		s.Text("NOT ")
 		eq()
 	case search.CmpGt:
-		s.w(hi+" > ?", v)
+		s.Text(hi+" > ?", v)
 	case search.CmpLt:
-		s.w(lo+" < ?", v)
+		s.Text(lo+" < ?", v)
 	case search.CmpGe:
-		s.w(hi+" >= ?", v)
+		s.Text(hi+" >= ?", v)
 	case search.CmpLe:
-		s.w(lo+" <= ?", v)
+		s.Text(lo+" <= ?", v)
 	case search.CmpSa:
-		s.w(lo+" > ?", v)
+		s.Text(lo+" > ?", v)
 	case search.CmpEb:
-		s.w(hi+" < ?", v)
+		s.Text(hi+" < ?", v)
 	case search.CmpAp:
-		s.w("("+lo+" <= ? AND "+hi+" >= ?)", qh+m.Approx, ql-m.Approx)
+		s.Text("("+lo+" <= ? AND "+hi+" >= ?)", qh+m.Approx, ql-m.Approx)
 	default:
-		s.w("0")
+		s.Text("0")
 	}
 }
 
-func numberHint(s *sqlb, m *search.Match) {
+func numberHint(s *SQL, m *search.Match) {
 	switch m.Cmp {
 	case search.CmpEq:
-		s.w("low BETWEEN ? AND ?", m.NumLow, m.NumHigh)
+		s.Text("low BETWEEN ? AND ?", m.NumLow, m.NumHigh)
 	case search.CmpAp:
-		s.w("low <= ?", m.NumHigh+m.Approx)
+		s.Text("low <= ?", m.NumHigh+m.Approx)
 	default:
-		s.w("1") // the test itself is a range on one column
+		s.Text("1") // the test itself is a range on one column
 	}
 }
 
 // rangeTable is what date and number matches differ in: the table of
 // their [low, high] rows and how a comparator reads on those columns.
-func rangeTable(op search.Op) (table string, hint func(*sqlb, *search.Match), test func(s *sqlb, m *search.Match, lo, hi string)) {
+func rangeTable(op search.Op) (table string, hint func(*SQL, *search.Match), test func(s *SQL, m *search.Match, lo, hi string)) {
 	if op == search.OpDate {
 		return "search_dates", dateHint, dateTest
 	}
@@ -436,29 +448,29 @@ func chainTarget(m *search.Match) (string, error) {
 	return m.Chain.Query.Types[0], nil
 }
 
-// fromWhere is the FROM clause (ending with "resources AS a") and the WHERE
+// FromWhere is the FROM clause (ending with "resources AS a") and the WHERE
 // conditions selecting the current, non-deleted resources of q.Types that
-// match q.Where, driven by p. The rid to order and page by is ridExpr(a, p).
-func (c *compiler) fromWhere(q *search.Query, a string, p plan) (from, where *sqlb, err error) {
-	from, where = &sqlb{}, &sqlb{}
-	if p.driver != nil {
+// match q.Where, driven by p. The rid to order and page by is RidExpr(a, p).
+func (c *Compiler) FromWhere(q *search.Query, a string, p Plan) (from, where *SQL, err error) {
+	from, where = &SQL{}, &SQL{}
+	if p.Driver != nil {
 		// CROSS JOIN pins the order: the driver is the outer loop.
-		from.w("FROM (").add(p.driver).w(") AS " + a + "d CROSS JOIN resources AS " + a + " ON " + a + ".rid = " + a + "d.rid")
+		from.Text("FROM (").Append(p.Driver).Text(") AS " + a + "d CROSS JOIN resources AS " + a + " ON " + a + ".rid = " + a + "d.rid")
 	} else {
-		from.w("FROM resources AS " + a)
+		from.Text("FROM resources AS " + a)
 	}
-	where.w(a + ".deleted = 0")
+	where.Text(a + ".deleted = 0")
 	typeFilter(where, a+".type", q.Types, "")
 	var probed []int
 	for i := range q.Where {
-		if i != p.clause {
+		if i != p.Clause {
 			probed = append(probed, i)
 		}
 	}
 	if len(probed) > 0 {
-		where.w(" AND ")
+		where.Text(" AND ")
 		err := balanced(where, " AND ", len(probed), func(j int) error {
-			return c.clauseProbe(where, &q.Where[probed[j]], a, ridExpr(a, p))
+			return c.clauseProbe(where, &q.Where[probed[j]], a, RidExpr(a, p))
 		})
 		if err != nil {
 			return nil, nil, err
@@ -467,10 +479,10 @@ func (c *compiler) fromWhere(q *search.Query, a string, p plan) (from, where *sq
 	return from, where, nil
 }
 
-// ridExpr is the column to order and bound by: the driver's, so that
+// RidExpr is the column to order and bound by: the driver's, so that
 // range terms on it reach the driver's index.
-func ridExpr(a string, p plan) string {
-	if p.driver != nil {
+func RidExpr(a string, p Plan) string {
+	if p.Driver != nil {
 		return a + "d.rid"
 	}
 	return a + ".rid"
@@ -480,17 +492,17 @@ func ridExpr(a string, p plan) string {
 //
 // rid is the column holding a's rid: the driver's where there is one, so
 // that SQLite tests the probe before it even reads the resources row.
-func (c *compiler) clauseProbe(s *sqlb, cl *search.Clause, a, rid string) error {
+func (c *Compiler) clauseProbe(s *SQL, cl *search.Clause, a, rid string) error {
 	if len(cl.Any) == 0 {
-		s.w("0") // an empty OR
+		s.Text("0") // an empty OR
 		return nil
 	}
 	ms := anyOf(cl)
-	s.w("(")
+	s.Text("(")
 	err := balanced(s, " OR ", len(ms), func(i int) error {
 		return c.matchProbe(s, &ms[i], a, rid)
 	})
-	s.w(")")
+	s.Text(")")
 	return err
 }
 
@@ -500,16 +512,16 @@ const maxSeekedKeys = 16
 
 // matchProbe: resource a satisfies m. The type restriction stays outside
 // the negation: a typed match never holds for another type.
-func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
-	s.w("(")
+func (c *Compiler) matchProbe(s *SQL, m *search.Match, a, rid string) error {
+	s.Text("(")
 	if m.Type != "" {
-		s.w(a+".type = ? AND ", m.Type)
+		s.Text(a+".type = ? AND ", m.Type)
 	}
 	// :missing=true is the absence of the sort row :missing=false finds.
 	if m.Not != (m.Op == search.OpMissing && m.Missing) {
-		s.w("NOT ")
+		s.Text("NOT ")
 	}
-	s.w("EXISTS (SELECT 1 FROM ")
+	s.Text("EXISTS (SELECT 1 FROM ")
 	switch m.Op {
 	case search.OpKey:
 		k := c.alias("k")
@@ -519,25 +531,25 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 		if len(m.Keys) > maxSeekedKeys {
 			in = "+" + in
 		}
-		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND " + in + placeholders(len(m.Keys)) + ")")
+		s.Text("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND " + in + placeholders(len(m.Keys)) + ")")
 		for _, key := range m.Keys {
 			s.args = append(s.args, key)
 		}
 	case search.OpKeyPrefix, search.OpKeyContains:
 		k := c.alias("k")
-		s.w("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND ")
-		prefixRange(s, k+".key", m.Prefix)
+		s.Text("search_keys AS " + k + " WHERE " + k + ".rid = " + rid + " AND ")
+		PrefixRange(s, k+".key", m.Prefix)
 		if m.Op == search.OpKeyContains {
 			containsTest(s, k+".key", m.Prefix, m.Contains)
 		}
 	case search.OpDate, search.OpNumber:
 		table, _, test := rangeTable(m.Op)
 		x := c.alias("x")
-		s.w(table+" AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
+		s.Text(table+" AS "+x+" WHERE "+x+".rid = "+rid+" AND "+x+".param = ? AND ", m.Param)
 		test(s, m, x+".low", x+".high")
 	case search.OpMissing:
 		x := c.alias("x")
-		s.w("search_sort_values AS "+x+" WHERE "+x+".rid = "+rid+" AND json_type("+x+".vals, ?) IS NOT NULL", jsonPath(m.Param))
+		s.Text("search_sort_values AS "+x+" WHERE "+x+".rid = "+rid+" AND json_type("+x+".vals, ?) IS NOT NULL", jsonPath(m.Param))
 	case search.OpChain:
 		target, err := chainTarget(m)
 		if err != nil {
@@ -545,9 +557,9 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 		}
 		k, t := c.alias("k"), c.alias("t")
 		prefix := m.Chain.RefParam + "\x1f" + target + "/"
-		s.w("search_keys AS "+k+" CROSS JOIN resources AS "+t+" ON "+t+".type = ? AND "+t+".id = substr("+k+".key, ?) WHERE "+k+".rid = "+rid+" AND ",
+		s.Text("search_keys AS "+k+" CROSS JOIN resources AS "+t+" ON "+t+".type = ? AND "+t+".id = substr("+k+".key, ?) WHERE "+k+".rid = "+rid+" AND ",
 			target, utf8.RuneCountInString(prefix)+1)
-		prefixRange(s, k+".key", prefix)
+		PrefixRange(s, k+".key", prefix)
 		if err := c.subProbes(s, m.Chain.Query, t); err != nil {
 			return err
 		}
@@ -556,7 +568,7 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 			return fmt.Errorf("sqlite store: search: _has needs a query of exactly one type")
 		}
 		k, h := c.alias("k"), c.alias("h")
-		s.w("search_keys AS "+k+" CROSS JOIN resources AS "+h+" ON "+h+".rid = "+k+".rid WHERE "+k+".key = ? || "+a+".type || '/' || "+a+".id AND "+k+".type = ?",
+		s.Text("search_keys AS "+k+" CROSS JOIN resources AS "+h+" ON "+h+".rid = "+k+".rid WHERE "+k+".key = ? || "+a+".type || '/' || "+a+".id AND "+k+".type = ?",
 			m.Has.Param+"\x1f", m.Has.Query.Types[0])
 		if err := c.subProbes(s, m.Has.Query, h); err != nil {
 			return err
@@ -564,16 +576,16 @@ func (c *compiler) matchProbe(s *sqlb, m *search.Match, a, rid string) error {
 	default:
 		return fmt.Errorf("sqlite store: search: unknown op %d", m.Op)
 	}
-	s.w("))")
+	s.Text("))")
 	return nil
 }
 
 // subProbes adds the conditions of a chained or _has sub-query on the
 // resource t it joined: current, not deleted, every clause.
-func (c *compiler) subProbes(s *sqlb, q *search.Query, t string) error {
-	s.w(" AND " + t + ".deleted = 0")
+func (c *Compiler) subProbes(s *SQL, q *search.Query, t string) error {
+	s.Text(" AND " + t + ".deleted = 0")
 	for i := range q.Where {
-		s.w(" AND ")
+		s.Text(" AND ")
 		if err := c.clauseProbe(s, &q.Where[i], t, t+".rid"); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package auth
+package token
 
 import (
 	"context"
@@ -63,7 +63,7 @@ type Keys struct {
 
 // NewKeys returns the key set; Ensure creates the first key.
 func NewKeys(records store.Records, sealer Sealer, now func() time.Time) *Keys {
-	return &Keys{records: records, sealer: sealer, now: now, Lead: 10 * time.Minute, MaxAge: 90 * 24 * time.Hour, TokenTTL: TokenLifetime}
+	return &Keys{records: records, sealer: sealer, now: now, Lead: 10 * time.Minute, MaxAge: 90 * 24 * time.Hour, TokenTTL: Lifetime}
 }
 
 // reloadEvery bounds how stale one instance's view of the keys is when
