@@ -18,8 +18,7 @@ func body2KB() []byte {
 }
 
 func benchParams(b *testing.B) *params {
-	k := newTestKeys(b)
-	return &params{partition: "workforce", ring: k.ring, blind: k.blind, opaque: IsUUID}
+	return newTestKeys(b).params(b, "workforce")
 }
 
 // BenchmarkSeal2KB seals a 2 KB body with its additional data, as Put does.
@@ -28,7 +27,7 @@ func BenchmarkSeal2KB(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.ring.Seal(body, p.bodyAD("Patient", "0190f3a2-6c1e-7b4d-8a2f-1c9e5d7b3a02", 3)); err != nil {
+		if _, err := p.keys.Rings().Data.Seal(body, p.bodyAD("Patient", "0190f3a2-6c1e-7b4d-8a2f-1c9e5d7b3a02", 3)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -38,7 +37,7 @@ func BenchmarkSeal2KB(b *testing.B) {
 func BenchmarkOpen2KB(b *testing.B) {
 	p, body := benchParams(b), body2KB()
 	v := &store.Version{Type: "Patient", ID: "0190f3a2-6c1e-7b4d-8a2f-1c9e5d7b3a02", Version: 3}
-	sealed, err := p.ring.Seal(body, p.bodyAD(v.Type, v.ID, v.Version))
+	sealed, err := p.keys.Rings().Data.Seal(body, p.bodyAD(v.Type, v.ID, v.Version))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +45,7 @@ func BenchmarkOpen2KB(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.open(v); err != nil {
+		if _, err := p.open(b.Context(), v); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +57,7 @@ func BenchmarkBlindRows(b *testing.B) {
 	w := resourceWrite(b, worker(1, t0, canaryPhone), 1, t0)
 	b.ReportAllocs()
 	for b.Loop() {
-		p.blindRows(w.Index)
+		p.blindRows(p.keys.Rings().Blind, w.Index)
 	}
 	b.ReportMetric(float64(len(w.Index.Keys)), "keys")
 }

@@ -41,9 +41,13 @@ func is[T any](v any) bool {
 type indexer struct{ c *core }
 
 func (x indexer) Reindex(ctx context.Context, updates []store.IndexUpdate) (int, error) {
+	keys, err := x.c.p.keys.fresh(ctx)
+	if err != nil {
+		return 0, err
+	}
 	blinded := make([]store.IndexUpdate, len(updates))
 	for i, u := range updates {
-		u.Rows = x.c.p.blindRows(u.Rows)
+		u.Rows = x.c.p.blindRows(keys.Blind, u.Rows)
 		blinded[i] = u
 	}
 	return x.c.inner.(store.Indexer).Reindex(ctx, blinded)
@@ -59,8 +63,8 @@ func (x records) recordAD(kind, id string, version int64) []byte {
 	return x.c.p.additionalData(adRecord, kind, id, version)
 }
 
-func (x records) open(r *store.Record) (*store.Record, error) {
-	plain, err := x.c.p.ring.Open(r.Value, x.recordAD(r.Kind, r.ID, r.Version))
+func (x records) open(ctx context.Context, r *store.Record) (*store.Record, error) {
+	plain, err := x.c.p.keys.openWith(ctx, r.Value, x.recordAD(r.Kind, r.ID, r.Version))
 	if err != nil {
 		return nil, fmt.Errorf("sealed store: record %s/%s version %d does not open: %w", r.Kind, r.ID, r.Version, err)
 	}
@@ -74,7 +78,7 @@ func (x records) GetRecord(ctx context.Context, kind, id string) (*store.Record,
 	if err != nil {
 		return nil, err
 	}
-	return x.open(r)
+	return x.open(ctx, r)
 }
 
 func (x records) PutRecord(ctx context.Context, r store.Record) error {
@@ -82,7 +86,11 @@ func (x records) PutRecord(ctx context.Context, r store.Record) error {
 	if err := r.Check(); err != nil {
 		return fmt.Errorf("sealed store: %w", err)
 	}
-	sealed, err := x.c.p.ring.Seal(r.Value, x.recordAD(r.Kind, r.ID, r.Version))
+	keys, err := x.c.p.keys.fresh(ctx)
+	if err != nil {
+		return err
+	}
+	sealed, err := keys.Data.Seal(r.Value, x.recordAD(r.Kind, r.ID, r.Version))
 	if err != nil {
 		return fmt.Errorf("sealed store: seal record %s/%s: %w", r.Kind, r.ID, err)
 	}
@@ -97,7 +105,7 @@ func (x records) ListRecords(ctx context.Context, kind string) ([]*store.Record,
 	}
 	out := make([]*store.Record, len(rs))
 	for i, r := range rs {
-		if out[i], err = x.open(r); err != nil {
+		if out[i], err = x.open(ctx, r); err != nil {
 			return nil, err
 		}
 	}
@@ -156,6 +164,10 @@ func (x bodyRewriter) RewriteBodies(ctx context.Context, rs []store.Replacement)
 	if err := checkReplacements(rs); err != nil {
 		return 0, err
 	}
+	keys, err := x.c.p.keys.fresh(ctx)
+	if err != nil {
+		return 0, err
+	}
 	raw := make([]store.Replacement, 0, len(rs))
 	for _, r := range rs {
 		v, err := x.c.inner.VRead(ctx, r.Type, r.ID, r.Version)
@@ -168,14 +180,14 @@ func (x bodyRewriter) RewriteBodies(ctx context.Context, rs []store.Replacement)
 		if v.Deleted {
 			continue
 		}
-		opened, err := x.c.p.open(v)
+		opened, err := x.c.p.open(ctx, v)
 		if err != nil {
 			return 0, err
 		}
 		if !bytes.Equal(opened.Body, r.Old) {
 			continue
 		}
-		sealed, err := x.c.p.ring.Seal(r.New, x.c.p.bodyAD(r.Type, r.ID, r.Version))
+		sealed, err := keys.Data.Seal(r.New, x.c.p.bodyAD(r.Type, r.ID, r.Version))
 		if err != nil {
 			return 0, fmt.Errorf("sealed store: seal %s/%s version %d: %w", r.Type, r.ID, r.Version, err)
 		}
@@ -186,6 +198,10 @@ func (x bodyRewriter) RewriteBodies(ctx context.Context, rs []store.Replacement)
 
 func (x bodyRewriter) RewriteRecordValues(ctx context.Context, rs []store.Replacement) (int, error) {
 	if err := checkReplacements(rs); err != nil {
+		return 0, err
+	}
+	keys, err := x.c.p.keys.fresh(ctx)
+	if err != nil {
 		return 0, err
 	}
 	recs := records(x)
@@ -201,14 +217,14 @@ func (x bodyRewriter) RewriteRecordValues(ctx context.Context, rs []store.Replac
 		if got.Version != r.Version {
 			continue
 		}
-		opened, err := recs.open(got)
+		opened, err := recs.open(ctx, got)
 		if err != nil {
 			return 0, err
 		}
 		if !bytes.Equal(opened.Value, r.Old) {
 			continue
 		}
-		sealed, err := x.c.p.ring.Seal(r.New, recs.recordAD(r.Type, r.ID, r.Version))
+		sealed, err := keys.Data.Seal(r.New, recs.recordAD(r.Type, r.ID, r.Version))
 		if err != nil {
 			return 0, fmt.Errorf("sealed store: seal record %s/%s: %w", r.Type, r.ID, err)
 		}
