@@ -425,3 +425,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// PartitionKeyIDs names the keys of an encrypted partition by id, the
+// current ones marked (ids only, never key material): "data 1 2*, blind 1*".
+func (a *App) PartitionKeyIDs(ctx context.Context, partition string) (string, error) {
+	s, err := a.sealedService(partition)
+	if err != nil {
+		return "", err
+	}
+	keys, _, err := readPartitionKeys(ctx, s.inner, a.master, partition)
+	if err != nil {
+		return "", err
+	}
+	defer keys.wipe()
+	rings, err := keys.rings()
+	if err != nil {
+		return "", err
+	}
+	return ringState(rings), nil
+}

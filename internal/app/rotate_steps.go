@@ -364,6 +364,9 @@ func (r *rotation) rebuild(ctx context.Context) error {
 				return err
 			}
 			j.Cursor = step.Next
+			if step.Seen == 0 && step.Next == "" {
+				break // an empty type: not worth a write of the record
+			}
 			if err := r.stepped(ctx, step.Seen); err != nil {
 				return err
 			}
