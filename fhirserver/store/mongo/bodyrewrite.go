@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/kiln-fhir/kiln/fhirserver/store"
 )
@@ -88,10 +89,26 @@ func checkReplacements(rs []store.Replacement) error {
 }
 
 // RecordKinds is the distinct kinds of the records collection (expired
-// documents included), sorted here in byte order.
+// documents included), by a $group (FerretDB answers distinct on an
+// empty collection with a reply the driver cannot decode), sorted here in
+// byte order.
 func (s *Store) RecordKinds(ctx context.Context) ([]string, error) {
+	cur, err := s.records.Aggregate(ctx, mongo.Pipeline{{{Key: "$group", Value: bson.D{{Key: "_id", Value: "$kind"}}}}})
+	if err != nil {
+		return nil, wrapErr(ctx, "record kinds", err)
+	}
+	defer cur.Close(ctx)
 	var kinds []string
-	if err := s.records.Distinct(ctx, "kind", bson.D{}).Decode(&kinds); err != nil {
+	for cur.Next(ctx) {
+		var d struct {
+			Kind string `bson:"_id"`
+		}
+		if err := cur.Decode(&d); err != nil {
+			return nil, wrapErr(ctx, "record kinds", err)
+		}
+		kinds = append(kinds, d.Kind)
+	}
+	if err := cur.Err(); err != nil {
 		return nil, wrapErr(ctx, "record kinds", err)
 	}
 	slices.Sort(kinds)
