@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/internal/negotiate"
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
@@ -52,7 +53,7 @@ func (s *Server) Reindex(ctx context.Context, types []string, progress func(done
 	for _, t := range types {
 		cursor := ""
 		for {
-			page, err := s.reindexPage(ctx, ix, t, cursor, reindexPage)
+			page, err := s.reindexPage(ctx, ix, t, cursor, reindexPage, time.Time{})
 			done += int64(page.Applied)
 			if err != nil {
 				return done, err
@@ -80,17 +81,26 @@ type ReindexStep struct {
 // ReindexPage is one step of Reindex: the rows of up to count current
 // resources of typ, from the store's search cursor ("" for the first
 // page). A job that must survive a restart keeps Next and carries on
-// from it (a blind-index rebuild after a key rotation).
-func (s *Server) ReindexPage(ctx context.Context, typ, cursor string, count int) (ReindexStep, error) {
+// from it (a blind-index rebuild after a key rotation), with the same
+// arguments. With updatedBefore set, only resources last updated before
+// it are reindexed: a job whose later writes carry fresh rows need not
+// chase them (a store that pages by creation order would otherwise never
+// reach the end while creates keep coming).
+func (s *Server) ReindexPage(ctx context.Context, typ, cursor string, count int, updatedBefore time.Time) (ReindexStep, error) {
 	ix, ok := s.store.(store.Indexer)
 	if !ok {
 		return ReindexStep{}, outcome.New(http.StatusNotImplemented, "not-supported", "this store cannot rebuild its search index")
 	}
-	return s.reindexPage(ctx, ix, typ, cursor, count)
+	return s.reindexPage(ctx, ix, typ, cursor, count, updatedBefore)
 }
 
-func (s *Server) reindexPage(ctx context.Context, ix store.Indexer, typ, cursor string, count int) (ReindexStep, error) {
-	page, err := s.store.Search(ctx, &search.Query{Types: []string{typ}, Count: count, Cursor: cursor})
+func (s *Server) reindexPage(ctx context.Context, ix store.Indexer, typ, cursor string, count int, updatedBefore time.Time) (ReindexStep, error) {
+	q := &search.Query{Types: []string{typ}, Count: count, Cursor: cursor}
+	if !updatedBefore.IsZero() {
+		us := updatedBefore.UnixMicro()
+		q.Where = []search.Clause{{Param: "_lastUpdated", Any: []search.Match{{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpLt, Low: us, High: us + 1}}}}
+	}
+	page, err := s.store.Search(ctx, q)
 	if err != nil {
 		return ReindexStep{}, err
 	}

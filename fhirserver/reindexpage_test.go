@@ -42,7 +42,7 @@ func TestReindexPageResumes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		step, err := srv.ReindexPage(t.Context(), "Patient", cursor, 2)
+		step, err := srv.ReindexPage(t.Context(), "Patient", cursor, 2, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,5 +59,30 @@ func TestReindexPageResumes(t *testing.T) {
 	}
 	if n := total(); n != 5 {
 		t.Fatalf("after the reindex the search finds %v, want 5", n)
+	}
+}
+
+// TestReindexPageUpdatedBefore: with a bound, only the resources last
+// updated before it are reindexed (found by their _lastUpdated rows).
+func TestReindexPageUpdatedBefore(t *testing.T) {
+	h := newHarness(t)
+	for i := range 4 {
+		lu := time.Date(2026, 1, 5, 10, i, 0, 0, time.UTC)
+		body := fmt.Sprintf(`{"resourceType":"Patient","id":"b%d","meta":{"versionId":"1","lastUpdated":%q},"name":[{"family":"Bounded"}]}`, i, lu.Format(time.RFC3339))
+		if err := h.store.Put(t.Context(), store.Write{Type: "Patient", ID: fmt.Sprintf("b%d", i), Version: 1, LastUpdated: lu, Method: store.MethodCreate, Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := fhirserver.New(h.cfg, h.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bound is a search on _lastUpdated: the resources need their rows.
+	if step, err := srv.ReindexPage(t.Context(), "Patient", "", 10, time.Time{}); err != nil || step.Applied != 4 {
+		t.Fatalf("ReindexPage without a bound: %+v, %v", step, err)
+	}
+	step, err := srv.ReindexPage(t.Context(), "Patient", "", 10, time.Date(2026, 1, 5, 10, 2, 0, 0, time.UTC))
+	if err != nil || step.Seen != 2 || step.Applied != 2 || step.Next != "" {
+		t.Fatalf("ReindexPage before 10:02: %+v, %v; want the 2 resources of 10:00 and 10:01", step, err)
 	}
 }

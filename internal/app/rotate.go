@@ -61,6 +61,10 @@ type RotationJob struct {
 	// type CursorType (rebuild); "" is the start.
 	Cursor     string `json:"cursor,omitempty"`
 	CursorType string `json:"cursor_type,omitempty"`
+	// UpdatedBefore bounds the rebuild to the resources last updated
+	// before it (its start): those written since were tagged under the
+	// new key by their writers.
+	UpdatedBefore time.Time `json:"updated_before,omitzero"`
 	// Done of Total values (rewrap, verify) or resources (rebuild) of the
 	// phase's pass. Total is counted when the pass starts; values written
 	// meanwhile may take Done past it.

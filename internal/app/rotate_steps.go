@@ -149,6 +149,7 @@ func (r *rotation) settle(ctx context.Context) error {
 		return err
 	}
 	if r.job.Ring == RingBlind {
+		r.job.UpdatedBefore = r.now()
 		total, err := r.countResources(ctx)
 		if err != nil {
 			return err
@@ -307,11 +308,17 @@ func (r *rotation) rewrapRecords(ctx context.Context) error {
 	}
 }
 
-// countResources is the total of a rebuild: the current resources.
+// countResources is the total of a rebuild: the current resources last
+// updated before its bound.
 func (r *rotation) countResources(ctx context.Context) (int64, error) {
 	var n int64
 	for _, typ := range resourceTypes() {
-		page, err := r.s.Store.Search(ctx, &search.Query{Types: []string{typ}, Count: 1, Total: search.TotalAccurate})
+		q := &search.Query{Types: []string{typ}, Count: 1, Total: search.TotalAccurate}
+		if before := r.job.UpdatedBefore; !before.IsZero() {
+			us := before.UnixMicro()
+			q.Where = []search.Clause{{Param: "_lastUpdated", Any: []search.Match{{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpLt, Low: us, High: us + 1}}}}
+		}
+		page, err := r.s.Store.Search(ctx, q)
 		if err != nil {
 			return 0, err
 		}
@@ -355,7 +362,7 @@ func (r *rotation) rebuild(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			step, err := r.s.FHIR.ReindexPage(ctx, types[i], j.Cursor, r.opts.Page)
+			step, err := r.s.FHIR.ReindexPage(ctx, types[i], j.Cursor, r.opts.Page, j.UpdatedBefore)
 			if errors.Is(err, store.ErrBadCursor) && j.Cursor != "" {
 				j.Cursor = "" // the type's pass starts again
 				continue

@@ -241,11 +241,11 @@ func startTraffic(s *server, w *workers) *traffic {
 	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
-		for i := 0; ; i++ {
+		for i := range 100 { // bounded: a document store's scans grow with it
 			select {
 			case <-tr.stop:
 				return
-			case <-time.After(5 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 			emp := fmt.Sprintf("EMP-5%04d", i)
 			id, err := s.createWorker(emp)
