@@ -409,6 +409,14 @@ func (r *rotation) retire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The keys record as it was, and the values as they were, may stay in
+	// the store's own files (SQLite's write-ahead log) until later writes
+	// replace them: clear them now where the store can.
+	if f, ok := r.s.inner.(store.Forgetter); ok {
+		if err := f.Forget(ctx); err != nil {
+			r.a.logger.Warn("the retired keys may stay in the store's write-ahead log until its next checkpoint", "partition", j.Partition, "err", err)
+		}
+	}
 	j.Retired, j.Finished = retired, r.now()
 	return r.enter(ctx, PhaseDone, 0)
 }

@@ -52,7 +52,7 @@ type server struct {
 	log    *syncbuf.Buffer
 }
 
-func startServer(t *testing.T, storage Storage) *server {
+func startServer(t testing.TB, storage Storage) *server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	srv.StartTLS()
