@@ -98,7 +98,7 @@ type RotationJob struct {
 type RotateOptions struct {
 	// Partition is the encrypted partition ("workforce").
 	Partition string
-	// Ring: RingData or RingBlind for a new rotation (""' RingData). A
+	// Ring: RingData or RingBlind for a new rotation ("": RingData). A
 	// rotation under way is carried on whichever ring it rotates; naming
 	// the other one is an error.
 	Ring string
