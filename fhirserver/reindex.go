@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/outcome"
 	"github.com/kiln-fhir/kiln/fhirserver/search"
@@ -49,35 +50,72 @@ func (s *Server) Reindex(ctx context.Context, types []string, progress func(done
 	}
 	var done int64
 	for _, t := range types {
-		q := &search.Query{Types: []string{t}, Count: reindexPage}
+		cursor := ""
 		for {
-			page, err := s.store.Search(ctx, q)
+			page, err := s.reindexPage(ctx, ix, t, cursor, reindexPage, time.Time{})
+			done += int64(page.Applied)
 			if err != nil {
 				return done, err
 			}
-			updates := make([]store.IndexUpdate, 0, len(page.Matches))
-			for _, v := range page.Matches {
-				rows, err := s.indexRows(ctx, v.Type, v.Body)
-				if err != nil {
-					return done, errors.Join(errors.New("reindex "+v.Type+"/"+v.ID), err)
-				}
-				updates = append(updates, store.IndexUpdate{Type: v.Type, ID: v.ID, Version: v.Version, Rows: rows})
-			}
-			n, err := ix.Reindex(ctx, updates)
-			if err != nil {
-				return done, err
-			}
-			done += int64(n)
 			if progress != nil {
 				progress(done)
 			}
-			if page.Next == "" {
+			if cursor = page.Next; cursor == "" {
 				break
 			}
-			q.Cursor = page.Next
 		}
 	}
 	return done, nil
+}
+
+// ReindexStep is what one page of ReindexPage did.
+type ReindexStep struct {
+	// Next continues with the type's next page ("" after the last).
+	Next string
+	// Seen counts the resources of the page; Applied those whose rows
+	// were replaced (the others were written meanwhile, with fresh rows).
+	Seen, Applied int
+}
+
+// ReindexPage is one step of Reindex: the rows of up to count current
+// resources of typ, from the store's search cursor ("" for the first
+// page). A job that must survive a restart keeps Next and carries on
+// from it (a blind-index rebuild after a key rotation), with the same
+// arguments. With updatedBefore set, only resources last updated before
+// it are reindexed: a job whose later writes carry fresh rows need not
+// chase them (a store that pages by creation order would otherwise never
+// reach the end while creates keep coming).
+func (s *Server) ReindexPage(ctx context.Context, typ, cursor string, count int, updatedBefore time.Time) (ReindexStep, error) {
+	ix, ok := s.store.(store.Indexer)
+	if !ok {
+		return ReindexStep{}, outcome.New(http.StatusNotImplemented, "not-supported", "this store cannot rebuild its search index")
+	}
+	return s.reindexPage(ctx, ix, typ, cursor, count, updatedBefore)
+}
+
+func (s *Server) reindexPage(ctx context.Context, ix store.Indexer, typ, cursor string, count int, updatedBefore time.Time) (ReindexStep, error) {
+	q := &search.Query{Types: []string{typ}, Count: count, Cursor: cursor}
+	if !updatedBefore.IsZero() {
+		us := updatedBefore.UnixMicro()
+		q.Where = []search.Clause{{Param: "_lastUpdated", Any: []search.Match{{Op: search.OpDate, Param: "_lastUpdated", Cmp: search.CmpLt, Low: us, High: us + 1}}}}
+	}
+	page, err := s.store.Search(ctx, q)
+	if err != nil {
+		return ReindexStep{}, err
+	}
+	updates := make([]store.IndexUpdate, 0, len(page.Matches))
+	for _, v := range page.Matches {
+		rows, err := s.indexRows(ctx, v.Type, v.Body)
+		if err != nil {
+			return ReindexStep{}, errors.Join(errors.New("reindex "+v.Type+"/"+v.ID), err)
+		}
+		updates = append(updates, store.IndexUpdate{Type: v.Type, ID: v.ID, Version: v.Version, Rows: rows})
+	}
+	n, err := ix.Reindex(ctx, updates)
+	if err != nil {
+		return ReindexStep{}, err
+	}
+	return ReindexStep{Next: page.Next, Seen: len(page.Matches), Applied: n}, nil
 }
 
 // ReindexOp is POST [base]/$reindex and POST [base]/[type]/$reindex. It

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/store"
@@ -231,11 +232,30 @@ func runClient(ctx context.Context, sub string, args []string, stdout, stderr io
 
 func runKeysRotate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, data := accountFlags("kiln admin keys rotate", stderr)
+	var o partitionRotateFlags
+	fs.StringVar(&o.partition, "partition", "", "rotate the keys of this encrypted partition (workforce) instead of the token signing key")
+	fs.StringVar(&o.ring, "ring", "", "with --partition: data (re-wrap every sealed value; the default for a new rotation) or blind (rebuild the blind index); a rotation under way is carried on")
+	fs.IntVar(&o.page, "page", 500, "with --partition: values or resources per step")
+	fs.DurationVar(&o.lease, "lease", 30*time.Second, "with --partition: how long the rotation's lease outlives its last step; after a kill, a new command carries the rotation on once it lapsed")
+	fs.Float64Var(&o.rate, "rate", 0, "with --partition: at most this many values or resources a second (0: no limit), to spare a busy server")
+	fs.BoolVar(&o.status, "status", false, "with --partition: print the partition's keys (ids) and rotation, and change nothing")
 	a, err := openParsed(ctx, fs, args, data, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if o.partition != "" {
+		return runPartitionKeysRotate(ctx, a, o, stdout)
+	}
+	var partitionOnly []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "data" {
+			partitionOnly = append(partitionOnly, "--"+f.Name)
+		}
+	})
+	if len(partitionOnly) > 0 {
+		return fmt.Errorf("kiln admin keys rotate: %s go with --partition", strings.Join(partitionOnly, ", "))
+	}
 	if err := a.Auth.Keys.Rotate(ctx); err != nil {
 		return err
 	}

@@ -105,8 +105,8 @@ func commands() []command {
 		{name: "admin client keys", args: "--data DIR --id ID --jwks FILE",
 			help: "register a client's new public keys (private_key_jwt); they expire\nafter 90 days like secrets",
 			run:  clientCommand("keys")},
-		{name: "admin keys rotate", args: "--data DIR",
-			help: "publish a new token signing key; it signs 10 minutes later",
+		{name: "admin keys rotate", args: "--data DIR [--partition workforce [--ring data|blind] [--status]\n[--page 500] [--lease 30s] [--rate N]]",
+			help: "publish a new token signing key; it signs 10 minutes later. With --partition:\nrotate the encrypted partition's data key (re-wrap every sealed value) or its\nblind-index key (rebuild the index) while servers run, printing done/total,\nrate and ETA; a stopped or killed rotation carries on when run again",
 			run: func(ctx context.Context, args []string, s stdio) error {
 				return runKeysRotate(ctx, args, s.out, s.err)
 			}},

@@ -82,8 +82,9 @@ var (
 	ErrOpen = errors.New("crypt: cannot open sealed value (tampered, wrong key or wrong additional data)")
 )
 
-// Keyring holds the master keys; the one with the highest id seals, all
-// open. It is immutable and safe for concurrent use.
+// Keyring holds the master keys; the current one seals (the highest id,
+// unless NewKeyringWithCurrent named another), all open. It is immutable
+// and safe for concurrent use.
 type Keyring struct {
 	wrap    map[uint32]cipher.AEAD // id → AEAD of the derived wrapping key
 	current uint32
@@ -115,6 +116,22 @@ func NewKeyring(keys map[uint32][]byte) (*Keyring, error) {
 		k.wrap[id] = aead
 		k.current = max(k.current, id)
 	}
+	return k, nil
+}
+
+// NewKeyringWithCurrent is NewKeyring with the key that seals named:
+// current must be one of keys' ids, and keys with higher ids open but do
+// not seal. A rotation stages a new key this way, so that every reader
+// knows it before anything is sealed under it.
+func NewKeyringWithCurrent(keys map[uint32][]byte, current uint32) (*Keyring, error) {
+	if _, ok := keys[current]; !ok {
+		return nil, fmt.Errorf("crypt: the current master key id %d is not in the keyring", current)
+	}
+	k, err := NewKeyring(keys)
+	if err != nil {
+		return nil, err
+	}
+	k.current = current
 	return k, nil
 }
 

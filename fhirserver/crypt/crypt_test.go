@@ -198,6 +198,46 @@ func TestRotation(t *testing.T) {
 	}
 }
 
+// TestStagedKey: a keyring whose current key is not its highest id seals
+// under the current one and opens under both, and Rewrap moves values to
+// the current one: a rotation stages the new key this way first.
+func TestStagedKey(t *testing.T) {
+	keys := map[uint32][]byte{1: testKey(1), 2: testKey(2)}
+	staged, err := NewKeyringWithCurrent(keys, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoted, err := NewKeyringWithCurrent(keys, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if staged.CurrentID() != 1 || promoted.CurrentID() != 2 {
+		t.Fatalf("CurrentID = %d and %d, want 1 and 2", staged.CurrentID(), promoted.CurrentID())
+	}
+	aad := []byte("a")
+	under1 := mustSeal(t, staged, []byte("one"), aad)
+	if id, _ := SealedKeyID(under1); id != 1 {
+		t.Fatalf("the staged ring sealed under key %d, want 1", id)
+	}
+	under2 := mustSeal(t, promoted, []byte("two"), aad)
+	if got, err := staged.Open(under2, aad); err != nil || string(got) != "two" {
+		t.Fatalf("the staged key does not open: %q, %v", got, err)
+	}
+	back, err := staged.Rewrap(under2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := SealedKeyID(back); id != 1 {
+		t.Fatalf("Rewrap with key 1 current left key %d", id)
+	}
+	if _, err := NewKeyringWithCurrent(keys, 3); err == nil {
+		t.Fatal("a current id outside the ring was accepted")
+	}
+	if _, err := NewKeyringWithCurrent(map[uint32][]byte{1: testKey(1)[:8]}, 1); err == nil {
+		t.Fatal("a short key was accepted")
+	}
+}
+
 func TestNewKeyringErrors(t *testing.T) {
 	for _, c := range []struct {
 		name string

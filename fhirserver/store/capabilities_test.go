@@ -21,8 +21,8 @@ func TestBackendCapabilities(t *testing.T) {
 		store   reflect.Type
 		want    []string
 	}{
-		{"sqlite", reflect.TypeFor[*sqlite.Store](), []string{"Indexer", "Records", "Sequencer", "Rewriter", "Forgetter", "Purger"}},
-		{"mongo", reflect.TypeFor[*mongo.Store](), []string{"Indexer", "Records", "Sequencer", "Rewriter", "Purger", "SecretKeeper"}},
+		{"sqlite", reflect.TypeFor[*sqlite.Store](), []string{"Indexer", "Records", "Sequencer", "Rewriter", "Forgetter", "Purger", "BodyRewriter"}},
+		{"mongo", reflect.TypeFor[*mongo.Store](), []string{"Indexer", "Records", "Sequencer", "Rewriter", "Purger", "SecretKeeper", "BodyRewriter"}},
 	} {
 		if !c.store.Implements(reflect.TypeFor[store.Store]()) {
 			t.Errorf("%s: %v is not a store.Store", c.backend, c.store)

@@ -6,6 +6,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -15,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kiln-fhir/kiln/fhirserver/validation"
@@ -29,6 +31,7 @@ import (
 	"github.com/kiln-fhir/kiln/fhirserver/auth"
 	"github.com/kiln-fhir/kiln/fhirserver/crypt"
 	"github.com/kiln-fhir/kiln/fhirserver/fhirjson"
+	"github.com/kiln-fhir/kiln/fhirserver/store/sealed"
 	"github.com/kiln-fhir/kiln/internal/httpserver"
 	"github.com/kiln-fhir/kiln/legacyapi"
 	"github.com/kiln-fhir/kiln/profiles"
@@ -69,6 +72,14 @@ type Config struct {
 	CORSOrigins httpserver.Origins
 	// LookupEnv reads the master key's environment variable (nil: none).
 	LookupEnv func(string) (string, bool)
+	// KeyViewTTL and KeyWriteTTL (0: 15 s and 2 min 10 s) bound a change
+	// of an encrypted partition's keys: a server's copy of the keys seals,
+	// tags and looks up tags for at most KeyViewTTL after it read them, and
+	// a write takes at most KeyWriteTTL from sealing to commit (the
+	// request timeout). They are written into the partition's keys record
+	// when it is created, where every server and rotation reads them.
+	// Tests shorten them.
+	KeyViewTTL, KeyWriteTTL time.Duration
 	// Now is the issuer's clock (nil: time.Now); tests move it.
 	Now     func() time.Time
 	Version string
@@ -106,8 +117,11 @@ type Service struct {
 	Mount
 	Store Store
 	FHIR  *fhirserver.Server
-	// keys are a sealed partition's keys (nil for a plain one).
-	keys *partitionKeys
+	// A sealed partition's store under the seal, its keys as the sealed
+	// store holds them, and its claim key (all nil for a plain one).
+	inner Store
+	keys  *sealed.Keys
+	claim []byte
 }
 
 // App is the server of one configuration. `kiln serve` serves Handler;
@@ -133,6 +147,11 @@ type App struct {
 
 	cfg    Config
 	logger *slog.Logger
+	master *crypt.Keyring
+	// stopReload ends the goroutines that reload the sealed partitions'
+	// keys; reloads tells when they are done.
+	stopReload context.CancelFunc
+	reloads    sync.WaitGroup
 }
 
 // Open opens the stores and assembles the server on them.
@@ -154,13 +173,16 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("the master key: %w", err)
 	}
+	a.master = keyring
+	timings := keyTimings{view: cmp.Or(cfg.KeyViewTTL, defaultKeyViewTTL), write: cmp.Or(cfg.KeyWriteTTL, defaultKeyWriteTTL)}
 	for _, m := range cfg.FHIR {
-		s, err := openService(ctx, cfg.Storage, m, keyring)
+		s, err := openService(ctx, cfg.Storage, m, keyring, timings)
 		if err != nil {
 			return nil, err
 		}
 		a.Services = append(a.Services, s)
 	}
+	a.startKeyReloads()
 	a.Store = a.Services[0].Store
 	if a.Auth, err = auth.NewService(ctx, auth.Config{Records: a.Store, Sealer: keyring, Issuer: cfg.BaseURL,
 		Audience: cfg.BaseURL + cfg.FHIR[0].Base, FHIRBases: a.FHIRBases(), Now: cfg.Now}); err != nil {
@@ -203,7 +225,7 @@ func Open(ctx context.Context, cfg Config) (_ *App, err error) {
 // openService opens a mount's store, sealed when the mount says so.
 // Its records, the search index version's among them, are read and
 // written through the seal, the partition's keys apart.
-func openService(ctx context.Context, storage Storage, m Mount, master *crypt.Keyring) (*Service, error) {
+func openService(ctx context.Context, storage Storage, m Mount, master *crypt.Keyring, timings keyTimings) (*Service, error) {
 	if !m.Sealed {
 		st, err := OpenStore(ctx, storage, m.Partition)
 		if err != nil {
@@ -215,8 +237,13 @@ func openService(ctx context.Context, storage Storage, m Mount, master *crypt.Ke
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{Mount: m, Store: st}
-	if s.keys, _, err = loadPartitionKeys(ctx, st, master, m.Partition); err == nil {
+	s := &Service{Mount: m, Store: st, inner: st}
+	keys, _, err := loadPartitionKeys(ctx, st, master, m.Partition, timings)
+	if err == nil {
+		s.claim = keys.Claim
+		s.keys, err = sealed.LoadKeys(ctx, partitionKeySource(st, master, m.Partition))
+	}
+	if err == nil {
 		s.Store, err = sealStore(st, m.Partition, s.keys)
 	}
 	if err != nil {
@@ -321,10 +348,10 @@ func (a *App) workforceAPI() (*legacyapi.Workforce, error) {
 		return nil, nil
 	}
 	s := a.Services[i]
-	if s.keys == nil {
+	if s.claim == nil {
 		return nil, errors.New("the workforce partition must be sealed: its claim records are named by tags under its keys")
 	}
-	key := s.keys.Claim
+	key := s.claim
 	req := a.cfg.WorkforceRequirements
 	var err error
 	if req == nil {
@@ -363,6 +390,10 @@ func (a *App) AdminToken(ctx context.Context) (string, error) {
 func (a *App) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if a.stopReload != nil {
+		a.stopReload()
+		a.reloads.Wait()
+	}
 	if a.Recorder != nil {
 		if err := a.Recorder.Close(ctx); err != nil {
 			a.logger.Error("flushing the audit trail", "err", err)

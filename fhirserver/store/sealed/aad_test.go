@@ -226,13 +226,13 @@ func TestStoredKeysAreTagged(t *testing.T) {
 	if n, err := s.(store.Indexer).Reindex(ctx, []store.IndexUpdate{{Type: "Patient", ID: "c", Version: 1, Rows: rows("reindexed")}}); err != nil || n != 1 {
 		t.Fatalf("Reindex: %d, %v", n, err)
 	}
-	p := &params{partition: "workforce", ring: keys.ring, blind: keys.blind, opaque: IsUUID}
+	blind := keys.blind
 	for id, family := range map[string]string{"a": "put", "b": "rewritten", "c": "reindexed"} {
 		k := "family" + keySep + family
 		if got := find(t, inner, k); len(got) != 0 {
 			t.Errorf("the plain key %q finds %v in the inner store", k, got)
 		}
-		tag := p.blind.tag(keys.blind.CurrentID(), k)
+		tag := blind.tag(keys.blind.CurrentID(), k)
 		if kid, ok := TagKeyID(tag); !ok || kid != keys.blind.CurrentID() {
 			t.Errorf("TagKeyID(%q) = %d, %v", tag, kid, ok)
 		}
@@ -290,14 +290,13 @@ func TestBlindKeyRotation(t *testing.T) {
 	if got := find(t, after, k); strings.Join(got, ",") != "Patient/old,Patient/new" {
 		t.Errorf("during the rebuild %q finds %v, want both", k, got)
 	}
-	p := &params{blind: blind2}
-	if got := find(t, inner, p.blind.tag(2, k)); strings.Join(got, ",") != "Patient/new" {
+	if got := find(t, inner, blind2.tag(2, k)); strings.Join(got, ",") != "Patient/new" {
 		t.Errorf("the new key's tag finds %v, want the new resource only", got)
 	}
 	if _, err := after.(store.Indexer).Reindex(t.Context(), []store.IndexUpdate{{Type: "Patient", ID: "old", Version: 1, Rows: old.Index}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := find(t, inner, p.blind.tag(1, k)); len(got) != 0 {
+	if got := find(t, inner, blind2.tag(1, k)); len(got) != 0 {
 		t.Errorf("after the rebuild the old key's tag still finds %v", got)
 	}
 	if got := find(t, after, k); len(got) != 2 {

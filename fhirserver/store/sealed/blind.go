@@ -25,7 +25,8 @@ const (
 )
 
 // BlindKeys are the versioned keys of a partition's blind index: the
-// highest id tags the rows written from now on; queries look for the tags
+// current one (the highest id, unless NewBlindKeysWithCurrent named
+// another) tags the rows written from now on; queries look for the tags
 // of every id, so that a rebuild under a new key can run while the index
 // still holds tags of the old one. Immutable and safe for concurrent use.
 type BlindKeys struct {
@@ -55,6 +56,22 @@ func NewBlindKeys(keys map[uint32][]byte) (*BlindKeys, error) {
 		b.current = max(b.current, id)
 	}
 	slices.Sort(b.ids)
+	return b, nil
+}
+
+// NewBlindKeysWithCurrent is NewBlindKeys with the key that tags named:
+// current must be one of keys' ids. A key with a higher id is looked up
+// by queries but tags nothing yet: a rotation stages the new key this
+// way, so that every server looks for its tags before any row has one.
+func NewBlindKeysWithCurrent(keys map[uint32][]byte, current uint32) (*BlindKeys, error) {
+	if _, ok := keys[current]; !ok {
+		return nil, fmt.Errorf("sealed: the current blind-index key id %d is not in the ring", current)
+	}
+	b, err := NewBlindKeys(keys)
+	if err != nil {
+		return nil, err
+	}
+	b.current = current
 	return b, nil
 }
 

@@ -217,6 +217,316 @@ var combos = [...]func(c *core) store.Store{
 	127: func(c *core) store.Store {
 		return &withCaps7f{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}}
 	},
+	128: func(c *core) store.Store { return &withCaps80{c, bodyRewriter{c}} },
+	129: func(c *core) store.Store { return &withCaps81{c, indexer{c}, bodyRewriter{c}} },
+	130: func(c *core) store.Store { return &withCaps82{c, records{c}, bodyRewriter{c}} },
+	131: func(c *core) store.Store { return &withCaps83{c, indexer{c}, records{c}, bodyRewriter{c}} },
+	132: func(c *core) store.Store { return &withCaps84{c, sequencer{c}, bodyRewriter{c}} },
+	133: func(c *core) store.Store { return &withCaps85{c, indexer{c}, sequencer{c}, bodyRewriter{c}} },
+	134: func(c *core) store.Store { return &withCaps86{c, records{c}, sequencer{c}, bodyRewriter{c}} },
+	135: func(c *core) store.Store {
+		return &withCaps87{c, indexer{c}, records{c}, sequencer{c}, bodyRewriter{c}}
+	},
+	136: func(c *core) store.Store { return &withCaps88{c, rewriter{c}, bodyRewriter{c}} },
+	137: func(c *core) store.Store { return &withCaps89{c, indexer{c}, rewriter{c}, bodyRewriter{c}} },
+	138: func(c *core) store.Store { return &withCaps8a{c, records{c}, rewriter{c}, bodyRewriter{c}} },
+	139: func(c *core) store.Store { return &withCaps8b{c, indexer{c}, records{c}, rewriter{c}, bodyRewriter{c}} },
+	140: func(c *core) store.Store { return &withCaps8c{c, sequencer{c}, rewriter{c}, bodyRewriter{c}} },
+	141: func(c *core) store.Store {
+		return &withCaps8d{c, indexer{c}, sequencer{c}, rewriter{c}, bodyRewriter{c}}
+	},
+	142: func(c *core) store.Store {
+		return &withCaps8e{c, records{c}, sequencer{c}, rewriter{c}, bodyRewriter{c}}
+	},
+	143: func(c *core) store.Store {
+		return &withCaps8f{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, bodyRewriter{c}}
+	},
+	144: func(c *core) store.Store { return &withCaps90{c, forgetter{c}, bodyRewriter{c}} },
+	145: func(c *core) store.Store { return &withCaps91{c, indexer{c}, forgetter{c}, bodyRewriter{c}} },
+	146: func(c *core) store.Store { return &withCaps92{c, records{c}, forgetter{c}, bodyRewriter{c}} },
+	147: func(c *core) store.Store {
+		return &withCaps93{c, indexer{c}, records{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	148: func(c *core) store.Store { return &withCaps94{c, sequencer{c}, forgetter{c}, bodyRewriter{c}} },
+	149: func(c *core) store.Store {
+		return &withCaps95{c, indexer{c}, sequencer{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	150: func(c *core) store.Store {
+		return &withCaps96{c, records{c}, sequencer{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	151: func(c *core) store.Store {
+		return &withCaps97{c, indexer{c}, records{c}, sequencer{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	152: func(c *core) store.Store { return &withCaps98{c, rewriter{c}, forgetter{c}, bodyRewriter{c}} },
+	153: func(c *core) store.Store {
+		return &withCaps99{c, indexer{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	154: func(c *core) store.Store {
+		return &withCaps9a{c, records{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	155: func(c *core) store.Store {
+		return &withCaps9b{c, indexer{c}, records{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	156: func(c *core) store.Store {
+		return &withCaps9c{c, sequencer{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	157: func(c *core) store.Store {
+		return &withCaps9d{c, indexer{c}, sequencer{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	158: func(c *core) store.Store {
+		return &withCaps9e{c, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	159: func(c *core) store.Store {
+		return &withCaps9f{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, bodyRewriter{c}}
+	},
+	160: func(c *core) store.Store { return &withCapsa0{c, purger{c}, bodyRewriter{c}} },
+	161: func(c *core) store.Store { return &withCapsa1{c, indexer{c}, purger{c}, bodyRewriter{c}} },
+	162: func(c *core) store.Store { return &withCapsa2{c, records{c}, purger{c}, bodyRewriter{c}} },
+	163: func(c *core) store.Store { return &withCapsa3{c, indexer{c}, records{c}, purger{c}, bodyRewriter{c}} },
+	164: func(c *core) store.Store { return &withCapsa4{c, sequencer{c}, purger{c}, bodyRewriter{c}} },
+	165: func(c *core) store.Store { return &withCapsa5{c, indexer{c}, sequencer{c}, purger{c}, bodyRewriter{c}} },
+	166: func(c *core) store.Store { return &withCapsa6{c, records{c}, sequencer{c}, purger{c}, bodyRewriter{c}} },
+	167: func(c *core) store.Store {
+		return &withCapsa7{c, indexer{c}, records{c}, sequencer{c}, purger{c}, bodyRewriter{c}}
+	},
+	168: func(c *core) store.Store { return &withCapsa8{c, rewriter{c}, purger{c}, bodyRewriter{c}} },
+	169: func(c *core) store.Store { return &withCapsa9{c, indexer{c}, rewriter{c}, purger{c}, bodyRewriter{c}} },
+	170: func(c *core) store.Store { return &withCapsaa{c, records{c}, rewriter{c}, purger{c}, bodyRewriter{c}} },
+	171: func(c *core) store.Store {
+		return &withCapsab{c, indexer{c}, records{c}, rewriter{c}, purger{c}, bodyRewriter{c}}
+	},
+	172: func(c *core) store.Store {
+		return &withCapsac{c, sequencer{c}, rewriter{c}, purger{c}, bodyRewriter{c}}
+	},
+	173: func(c *core) store.Store {
+		return &withCapsad{c, indexer{c}, sequencer{c}, rewriter{c}, purger{c}, bodyRewriter{c}}
+	},
+	174: func(c *core) store.Store {
+		return &withCapsae{c, records{c}, sequencer{c}, rewriter{c}, purger{c}, bodyRewriter{c}}
+	},
+	175: func(c *core) store.Store {
+		return &withCapsaf{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, purger{c}, bodyRewriter{c}}
+	},
+	176: func(c *core) store.Store { return &withCapsb0{c, forgetter{c}, purger{c}, bodyRewriter{c}} },
+	177: func(c *core) store.Store { return &withCapsb1{c, indexer{c}, forgetter{c}, purger{c}, bodyRewriter{c}} },
+	178: func(c *core) store.Store { return &withCapsb2{c, records{c}, forgetter{c}, purger{c}, bodyRewriter{c}} },
+	179: func(c *core) store.Store {
+		return &withCapsb3{c, indexer{c}, records{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	180: func(c *core) store.Store {
+		return &withCapsb4{c, sequencer{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	181: func(c *core) store.Store {
+		return &withCapsb5{c, indexer{c}, sequencer{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	182: func(c *core) store.Store {
+		return &withCapsb6{c, records{c}, sequencer{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	183: func(c *core) store.Store {
+		return &withCapsb7{c, indexer{c}, records{c}, sequencer{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	184: func(c *core) store.Store {
+		return &withCapsb8{c, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	185: func(c *core) store.Store {
+		return &withCapsb9{c, indexer{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	186: func(c *core) store.Store {
+		return &withCapsba{c, records{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	187: func(c *core) store.Store {
+		return &withCapsbb{c, indexer{c}, records{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	188: func(c *core) store.Store {
+		return &withCapsbc{c, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	189: func(c *core) store.Store {
+		return &withCapsbd{c, indexer{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	190: func(c *core) store.Store {
+		return &withCapsbe{c, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	191: func(c *core) store.Store {
+		return &withCapsbf{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, bodyRewriter{c}}
+	},
+	192: func(c *core) store.Store { return &withCapsc0{c, secretKeeper{c}, bodyRewriter{c}} },
+	193: func(c *core) store.Store { return &withCapsc1{c, indexer{c}, secretKeeper{c}, bodyRewriter{c}} },
+	194: func(c *core) store.Store { return &withCapsc2{c, records{c}, secretKeeper{c}, bodyRewriter{c}} },
+	195: func(c *core) store.Store {
+		return &withCapsc3{c, indexer{c}, records{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	196: func(c *core) store.Store { return &withCapsc4{c, sequencer{c}, secretKeeper{c}, bodyRewriter{c}} },
+	197: func(c *core) store.Store {
+		return &withCapsc5{c, indexer{c}, sequencer{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	198: func(c *core) store.Store {
+		return &withCapsc6{c, records{c}, sequencer{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	199: func(c *core) store.Store {
+		return &withCapsc7{c, indexer{c}, records{c}, sequencer{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	200: func(c *core) store.Store { return &withCapsc8{c, rewriter{c}, secretKeeper{c}, bodyRewriter{c}} },
+	201: func(c *core) store.Store {
+		return &withCapsc9{c, indexer{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	202: func(c *core) store.Store {
+		return &withCapsca{c, records{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	203: func(c *core) store.Store {
+		return &withCapscb{c, indexer{c}, records{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	204: func(c *core) store.Store {
+		return &withCapscc{c, sequencer{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	205: func(c *core) store.Store {
+		return &withCapscd{c, indexer{c}, sequencer{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	206: func(c *core) store.Store {
+		return &withCapsce{c, records{c}, sequencer{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	207: func(c *core) store.Store {
+		return &withCapscf{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	208: func(c *core) store.Store { return &withCapsd0{c, forgetter{c}, secretKeeper{c}, bodyRewriter{c}} },
+	209: func(c *core) store.Store {
+		return &withCapsd1{c, indexer{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	210: func(c *core) store.Store {
+		return &withCapsd2{c, records{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	211: func(c *core) store.Store {
+		return &withCapsd3{c, indexer{c}, records{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	212: func(c *core) store.Store {
+		return &withCapsd4{c, sequencer{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	213: func(c *core) store.Store {
+		return &withCapsd5{c, indexer{c}, sequencer{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	214: func(c *core) store.Store {
+		return &withCapsd6{c, records{c}, sequencer{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	215: func(c *core) store.Store {
+		return &withCapsd7{c, indexer{c}, records{c}, sequencer{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	216: func(c *core) store.Store {
+		return &withCapsd8{c, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	217: func(c *core) store.Store {
+		return &withCapsd9{c, indexer{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	218: func(c *core) store.Store {
+		return &withCapsda{c, records{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	219: func(c *core) store.Store {
+		return &withCapsdb{c, indexer{c}, records{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	220: func(c *core) store.Store {
+		return &withCapsdc{c, sequencer{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	221: func(c *core) store.Store {
+		return &withCapsdd{c, indexer{c}, sequencer{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	222: func(c *core) store.Store {
+		return &withCapsde{c, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	223: func(c *core) store.Store {
+		return &withCapsdf{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	224: func(c *core) store.Store { return &withCapse0{c, purger{c}, secretKeeper{c}, bodyRewriter{c}} },
+	225: func(c *core) store.Store {
+		return &withCapse1{c, indexer{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	226: func(c *core) store.Store {
+		return &withCapse2{c, records{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	227: func(c *core) store.Store {
+		return &withCapse3{c, indexer{c}, records{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	228: func(c *core) store.Store {
+		return &withCapse4{c, sequencer{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	229: func(c *core) store.Store {
+		return &withCapse5{c, indexer{c}, sequencer{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	230: func(c *core) store.Store {
+		return &withCapse6{c, records{c}, sequencer{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	231: func(c *core) store.Store {
+		return &withCapse7{c, indexer{c}, records{c}, sequencer{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	232: func(c *core) store.Store {
+		return &withCapse8{c, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	233: func(c *core) store.Store {
+		return &withCapse9{c, indexer{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	234: func(c *core) store.Store {
+		return &withCapsea{c, records{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	235: func(c *core) store.Store {
+		return &withCapseb{c, indexer{c}, records{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	236: func(c *core) store.Store {
+		return &withCapsec{c, sequencer{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	237: func(c *core) store.Store {
+		return &withCapsed{c, indexer{c}, sequencer{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	238: func(c *core) store.Store {
+		return &withCapsee{c, records{c}, sequencer{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	239: func(c *core) store.Store {
+		return &withCapsef{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	240: func(c *core) store.Store {
+		return &withCapsf0{c, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	241: func(c *core) store.Store {
+		return &withCapsf1{c, indexer{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	242: func(c *core) store.Store {
+		return &withCapsf2{c, records{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	243: func(c *core) store.Store {
+		return &withCapsf3{c, indexer{c}, records{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	244: func(c *core) store.Store {
+		return &withCapsf4{c, sequencer{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	245: func(c *core) store.Store {
+		return &withCapsf5{c, indexer{c}, sequencer{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	246: func(c *core) store.Store {
+		return &withCapsf6{c, records{c}, sequencer{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	247: func(c *core) store.Store {
+		return &withCapsf7{c, indexer{c}, records{c}, sequencer{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	248: func(c *core) store.Store {
+		return &withCapsf8{c, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	249: func(c *core) store.Store {
+		return &withCapsf9{c, indexer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	250: func(c *core) store.Store {
+		return &withCapsfa{c, records{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	251: func(c *core) store.Store {
+		return &withCapsfb{c, indexer{c}, records{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	252: func(c *core) store.Store {
+		return &withCapsfc{c, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	253: func(c *core) store.Store {
+		return &withCapsfd{c, indexer{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	254: func(c *core) store.Store {
+		return &withCapsfe{c, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
+	255: func(c *core) store.Store {
+		return &withCapsff{c, indexer{c}, records{c}, sequencer{c}, rewriter{c}, forgetter{c}, purger{c}, secretKeeper{c}, bodyRewriter{c}}
+	},
 }
 
 type withCaps01 struct {
@@ -1047,4 +1357,964 @@ type withCaps7f struct {
 	forgetter
 	purger
 	secretKeeper
+}
+type withCaps80 struct {
+	*core
+	bodyRewriter
+}
+type withCaps81 struct {
+	*core
+	indexer
+	bodyRewriter
+}
+type withCaps82 struct {
+	*core
+	records
+	bodyRewriter
+}
+type withCaps83 struct {
+	*core
+	indexer
+	records
+	bodyRewriter
+}
+type withCaps84 struct {
+	*core
+	sequencer
+	bodyRewriter
+}
+type withCaps85 struct {
+	*core
+	indexer
+	sequencer
+	bodyRewriter
+}
+type withCaps86 struct {
+	*core
+	records
+	sequencer
+	bodyRewriter
+}
+type withCaps87 struct {
+	*core
+	indexer
+	records
+	sequencer
+	bodyRewriter
+}
+type withCaps88 struct {
+	*core
+	rewriter
+	bodyRewriter
+}
+type withCaps89 struct {
+	*core
+	indexer
+	rewriter
+	bodyRewriter
+}
+type withCaps8a struct {
+	*core
+	records
+	rewriter
+	bodyRewriter
+}
+type withCaps8b struct {
+	*core
+	indexer
+	records
+	rewriter
+	bodyRewriter
+}
+type withCaps8c struct {
+	*core
+	sequencer
+	rewriter
+	bodyRewriter
+}
+type withCaps8d struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	bodyRewriter
+}
+type withCaps8e struct {
+	*core
+	records
+	sequencer
+	rewriter
+	bodyRewriter
+}
+type withCaps8f struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	bodyRewriter
+}
+type withCaps90 struct {
+	*core
+	forgetter
+	bodyRewriter
+}
+type withCaps91 struct {
+	*core
+	indexer
+	forgetter
+	bodyRewriter
+}
+type withCaps92 struct {
+	*core
+	records
+	forgetter
+	bodyRewriter
+}
+type withCaps93 struct {
+	*core
+	indexer
+	records
+	forgetter
+	bodyRewriter
+}
+type withCaps94 struct {
+	*core
+	sequencer
+	forgetter
+	bodyRewriter
+}
+type withCaps95 struct {
+	*core
+	indexer
+	sequencer
+	forgetter
+	bodyRewriter
+}
+type withCaps96 struct {
+	*core
+	records
+	sequencer
+	forgetter
+	bodyRewriter
+}
+type withCaps97 struct {
+	*core
+	indexer
+	records
+	sequencer
+	forgetter
+	bodyRewriter
+}
+type withCaps98 struct {
+	*core
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps99 struct {
+	*core
+	indexer
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9a struct {
+	*core
+	records
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9b struct {
+	*core
+	indexer
+	records
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9c struct {
+	*core
+	sequencer
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9d struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9e struct {
+	*core
+	records
+	sequencer
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCaps9f struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	forgetter
+	bodyRewriter
+}
+type withCapsa0 struct {
+	*core
+	purger
+	bodyRewriter
+}
+type withCapsa1 struct {
+	*core
+	indexer
+	purger
+	bodyRewriter
+}
+type withCapsa2 struct {
+	*core
+	records
+	purger
+	bodyRewriter
+}
+type withCapsa3 struct {
+	*core
+	indexer
+	records
+	purger
+	bodyRewriter
+}
+type withCapsa4 struct {
+	*core
+	sequencer
+	purger
+	bodyRewriter
+}
+type withCapsa5 struct {
+	*core
+	indexer
+	sequencer
+	purger
+	bodyRewriter
+}
+type withCapsa6 struct {
+	*core
+	records
+	sequencer
+	purger
+	bodyRewriter
+}
+type withCapsa7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	purger
+	bodyRewriter
+}
+type withCapsa8 struct {
+	*core
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsa9 struct {
+	*core
+	indexer
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsaa struct {
+	*core
+	records
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsab struct {
+	*core
+	indexer
+	records
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsac struct {
+	*core
+	sequencer
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsad struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsae struct {
+	*core
+	records
+	sequencer
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsaf struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	purger
+	bodyRewriter
+}
+type withCapsb0 struct {
+	*core
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb1 struct {
+	*core
+	indexer
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb2 struct {
+	*core
+	records
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb3 struct {
+	*core
+	indexer
+	records
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb4 struct {
+	*core
+	sequencer
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb5 struct {
+	*core
+	indexer
+	sequencer
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb6 struct {
+	*core
+	records
+	sequencer
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb8 struct {
+	*core
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsb9 struct {
+	*core
+	indexer
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsba struct {
+	*core
+	records
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsbb struct {
+	*core
+	indexer
+	records
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsbc struct {
+	*core
+	sequencer
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsbd struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsbe struct {
+	*core
+	records
+	sequencer
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsbf struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	forgetter
+	purger
+	bodyRewriter
+}
+type withCapsc0 struct {
+	*core
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc1 struct {
+	*core
+	indexer
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc2 struct {
+	*core
+	records
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc3 struct {
+	*core
+	indexer
+	records
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc4 struct {
+	*core
+	sequencer
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc5 struct {
+	*core
+	indexer
+	sequencer
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc6 struct {
+	*core
+	records
+	sequencer
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc8 struct {
+	*core
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsc9 struct {
+	*core
+	indexer
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsca struct {
+	*core
+	records
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapscb struct {
+	*core
+	indexer
+	records
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapscc struct {
+	*core
+	sequencer
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapscd struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsce struct {
+	*core
+	records
+	sequencer
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapscf struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd0 struct {
+	*core
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd1 struct {
+	*core
+	indexer
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd2 struct {
+	*core
+	records
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd3 struct {
+	*core
+	indexer
+	records
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd4 struct {
+	*core
+	sequencer
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd5 struct {
+	*core
+	indexer
+	sequencer
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd6 struct {
+	*core
+	records
+	sequencer
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd8 struct {
+	*core
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsd9 struct {
+	*core
+	indexer
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsda struct {
+	*core
+	records
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsdb struct {
+	*core
+	indexer
+	records
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsdc struct {
+	*core
+	sequencer
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsdd struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsde struct {
+	*core
+	records
+	sequencer
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapsdf struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	forgetter
+	secretKeeper
+	bodyRewriter
+}
+type withCapse0 struct {
+	*core
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse1 struct {
+	*core
+	indexer
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse2 struct {
+	*core
+	records
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse3 struct {
+	*core
+	indexer
+	records
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse4 struct {
+	*core
+	sequencer
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse5 struct {
+	*core
+	indexer
+	sequencer
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse6 struct {
+	*core
+	records
+	sequencer
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse8 struct {
+	*core
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapse9 struct {
+	*core
+	indexer
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsea struct {
+	*core
+	records
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapseb struct {
+	*core
+	indexer
+	records
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsec struct {
+	*core
+	sequencer
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsed struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsee struct {
+	*core
+	records
+	sequencer
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsef struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf0 struct {
+	*core
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf1 struct {
+	*core
+	indexer
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf2 struct {
+	*core
+	records
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf3 struct {
+	*core
+	indexer
+	records
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf4 struct {
+	*core
+	sequencer
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf5 struct {
+	*core
+	indexer
+	sequencer
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf6 struct {
+	*core
+	records
+	sequencer
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf7 struct {
+	*core
+	indexer
+	records
+	sequencer
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf8 struct {
+	*core
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsf9 struct {
+	*core
+	indexer
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsfa struct {
+	*core
+	records
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsfb struct {
+	*core
+	indexer
+	records
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsfc struct {
+	*core
+	sequencer
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsfd struct {
+	*core
+	indexer
+	sequencer
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsfe struct {
+	*core
+	records
+	sequencer
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
+}
+type withCapsff struct {
+	*core
+	indexer
+	records
+	sequencer
+	rewriter
+	forgetter
+	purger
+	secretKeeper
+	bodyRewriter
 }

@@ -112,7 +112,7 @@ func TestCapabilitiesOfEverySet(t *testing.T) {
 	}
 	keys := newTestKeys(t)
 	full := &core{inner: everyCapability{}}
-	full.view = view{p: &params{ring: keys.ring, blind: keys.blind}}
+	full.view = view{p: keys.params(t, "workforce")}
 	if got := capabilityMask(everyCapability{}); got != len(combos)-1 {
 		t.Fatalf("the test's full store has mask %#x", got)
 	}

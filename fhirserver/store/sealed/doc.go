@@ -53,6 +53,28 @@
 // which the store keeps in plain), and sort rows keep the parameter but
 // no value: :missing reads their presence.
 //
+// # Keys that change: rotation
+//
+// The store's rings are fixed (Config.Keyring and Config.Blind) or come
+// from Config.Keys, which the caller loads (from the partition's keys
+// record) and which change while the store serves: the current key of
+// each ring seals or tags, every key of the ring opens or is looked up,
+// and a ring may hold a staged key, newer than the current one, that
+// opens and is looked up but seals and tags nothing yet. Loaded rings
+// carry a MaxAge: a copy older than that is loaded again before it seals,
+// tags or looks up tags, so a rotation that waits MaxAge after changing
+// the keys knows that no server still works with the keys from before
+// the change. A value sealed under a key the copy lacks makes it load
+// again (at most once a second) rather than fail at once.
+//
+// A data-key rotation re-wraps the sealed bytes of the inner store in
+// place (RewrapBodies, page by page through the history of every
+// resource; RewrapRecords), a compare-and-swap on the bytes read, so a
+// value changed meanwhile is left as its writer sealed it. A blind-key
+// rotation rebuilds the index through the store's Indexer, which tags
+// under the current key. The order of the steps and the waits between
+// them are the keys' owner's (internal/app; docs/format/partition-keys.md).
+//
 // # What is refused
 //
 // A search the blind index cannot answer exactly is refused with an

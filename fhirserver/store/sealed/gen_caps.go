@@ -17,7 +17,7 @@ import (
 )
 
 // The capability types of caps.go, in the order of capabilityNames.
-var types = []string{"indexer", "records", "sequencer", "rewriter", "forgetter", "purger", "secretKeeper"}
+var types = []string{"indexer", "records", "sequencer", "rewriter", "forgetter", "purger", "secretKeeper", "bodyRewriter"}
 
 func main() {
 	var b bytes.Buffer

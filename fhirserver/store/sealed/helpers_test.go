@@ -47,6 +47,17 @@ func newTestKeys(t testing.TB) testKeys {
 // suite's ids ("p1", "org1") are not UUIDs.
 func anyID(string) bool { return true }
 
+// params are the store's settings over these keys, for tests of its
+// internals.
+func (k testKeys) params(t testing.TB, partition string) *params {
+	t.Helper()
+	keys, err := FixedKeys(Rings{Data: k.ring, Blind: k.blind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &params{partition: partition, keys: keys, opaque: IsUUID}
+}
+
 func (k testKeys) config(partition string) Config {
 	return Config{Partition: partition, Keyring: k.ring, Blind: k.blind}
 }

@@ -1,6 +1,7 @@
 package sealed
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -40,9 +41,13 @@ func (r *refusals) add(param, why string) {
 // rows are, in a copy (q is left as it was). A query the blind index
 // cannot answer exactly is refused with a 400 that lists why, never run:
 // it would find nothing, or the wrong resources.
-func (p *params) blindQuery(q *search.Query) (*search.Query, error) {
+func (p *params) blindQuery(ctx context.Context, q *search.Query) (*search.Query, error) {
+	keys, err := p.keys.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var r refusals
-	out := p.mapQuery(q, "", &r)
+	out := p.mapQuery(keys.Blind, q, "", &r)
 	if len(r) > 0 {
 		return nil, &outcome.Error{Status: http.StatusBadRequest, Issues: r}
 	}
@@ -52,7 +57,7 @@ func (p *params) blindQuery(q *search.Query) (*search.Query, error) {
 // mapQuery maps q and the queries of its chains and _has. outer names
 // the parameter of the enclosing clause ("" at the top), which messages
 // name: the client wrote that one.
-func (p *params) mapQuery(q *search.Query, outer string, r *refusals) *search.Query {
+func (p *params) mapQuery(blind *BlindKeys, q *search.Query, outer string, r *refusals) *search.Query {
 	out := *q
 	for _, s := range q.Sort {
 		if s.Param != "_id" && s.Param != lastUpdated {
@@ -67,7 +72,7 @@ func (p *params) mapQuery(q *search.Query, outer string, r *refusals) *search.Qu
 		}
 		mapped := search.Clause{Param: cl.Param, Any: make([]search.Match, len(cl.Any))}
 		for j := range cl.Any {
-			mapped.Any[j] = p.mapMatch(cl.Any[j], name, r)
+			mapped.Any[j] = p.mapMatch(blind, cl.Any[j], name, r)
 		}
 		out.Where[i] = mapped
 	}
@@ -75,15 +80,15 @@ func (p *params) mapQuery(q *search.Query, outer string, r *refusals) *search.Qu
 }
 
 // mapMatch maps one match (a copy); name is the clause's parameter.
-func (p *params) mapMatch(m search.Match, name string, r *refusals) search.Match {
+func (p *params) mapMatch(blind *BlindKeys, m search.Match, name string, r *refusals) search.Match {
 	if name == "" {
 		name = matchParam(&m)
 	}
 	switch m.Op {
 	case search.OpKey:
-		keys := make([]string, 0, len(m.Keys)*len(p.blind.ids))
+		keys := make([]string, 0, len(m.Keys)*len(blind.ids))
 		for _, k := range m.Keys {
-			keys = p.queryKeys(keys, k)
+			keys = p.queryKeys(blind, keys, k)
 		}
 		m.Keys = keys
 	case search.OpKeyPrefix:
@@ -101,13 +106,13 @@ func (p *params) mapMatch(m search.Match, name string, r *refusals) search.Match
 	case search.OpChain:
 		if m.Chain != nil && m.Chain.Query != nil {
 			c := *m.Chain
-			c.Query = p.mapQuery(c.Query, name, r)
+			c.Query = p.mapQuery(blind, c.Query, name, r)
 			m.Chain = &c
 		}
 	case search.OpHas:
 		if m.Has != nil && m.Has.Query != nil {
 			h := *m.Has
-			h.Query = p.mapQuery(h.Query, name, r)
+			h.Query = p.mapQuery(blind, h.Query, name, r)
 			m.Has = &h
 		}
 	default:

@@ -24,23 +24,23 @@ func (p *params) plainKey(k string) bool {
 }
 
 // blindRows returns the rows of r the partition stores (r is left as it
-// was): every key blinded under the current blind-index key but the
+// was): every key blinded under blind's current key but the
 // plain references, the date rows of _lastUpdated alone, no number rows
 // (their values, and the unit codes in their parameters, are the data),
 // and one sort row per parameter with no values, which :missing reads.
-func (p *params) blindRows(r *search.Rows) *search.Rows {
+func (p *params) blindRows(blind *BlindKeys, r *search.Rows) *search.Rows {
 	if r == nil {
 		return nil
 	}
 	out := &search.Rows{}
 	if len(r.Keys) > 0 {
 		out.Keys = make([]string, len(r.Keys))
-		id := p.blind.current
+		id := blind.current
 		for i, k := range r.Keys {
 			if p.plainKey(k) {
 				out.Keys[i] = k
 			} else {
-				out.Keys[i] = p.blind.tag(id, k)
+				out.Keys[i] = blind.tag(id, k)
 			}
 		}
 		slices.Sort(out.Keys)
@@ -61,14 +61,14 @@ func (p *params) blindRows(r *search.Rows) *search.Rows {
 }
 
 // queryKeys appends the keys a query looks up for the plain key k: k
-// itself when it stays plain, else its tag under every blind-index key,
+// itself when it stays plain, else its tag under every key of blind,
 // so that rows not yet rebuilt after a rotation are still found.
-func (p *params) queryKeys(out []string, k string) []string {
+func (p *params) queryKeys(blind *BlindKeys, out []string, k string) []string {
 	if p.plainKey(k) {
 		return append(out, k)
 	}
-	for _, id := range p.blind.ids {
-		out = append(out, p.blind.tag(id, k))
+	for _, id := range blind.ids {
+		out = append(out, blind.tag(id, k))
 	}
 	return out
 }

@@ -25,6 +25,9 @@ type Config struct {
 	// Blind keys the blind index. Its keys must be other keys than
 	// Keyring's.
 	Blind *BlindKeys
+	// Keys, instead of Keyring and Blind, are rings that change while the
+	// store serves (a key rotation; see Keys).
+	Keys *Keys
 	// OpaqueID reports whether a resource id is opaque (random, assigned
 	// by the server). Only references to such ids stay plain in the index
 	// (see the package documentation). Nil: IsUUID, the server's own ids.
@@ -47,12 +50,17 @@ func New(inner store.Store, cfg Config) (store.Store, error) {
 		return nil, errors.New("sealed: no inner store")
 	case cfg.Partition == "":
 		return nil, errors.New("sealed: the partition needs a name")
-	case cfg.Keyring == nil:
-		return nil, errors.New("sealed: no data-key ring")
-	case cfg.Blind == nil:
-		return nil, errors.New("sealed: no blind-index keys")
+	case cfg.Keys != nil && (cfg.Keyring != nil || cfg.Blind != nil):
+		return nil, errors.New("sealed: give either Keys or Keyring and Blind")
 	}
-	p := &params{partition: cfg.Partition, ring: cfg.Keyring, blind: cfg.Blind, opaque: cfg.OpaqueID, onlyOpaque: cfg.OnlyOpaqueIDs}
+	keys := cfg.Keys
+	if keys == nil {
+		var err error
+		if keys, err = FixedKeys(Rings{Data: cfg.Keyring, Blind: cfg.Blind}); err != nil {
+			return nil, err
+		}
+	}
+	p := &params{partition: cfg.Partition, keys: keys, opaque: cfg.OpaqueID, onlyOpaque: cfg.OnlyOpaqueIDs}
 	if p.opaque == nil {
 		p.opaque = IsUUID
 	}
@@ -60,11 +68,11 @@ func New(inner store.Store, cfg Config) (store.Store, error) {
 	return combos[capabilityMask(inner)](c), nil
 }
 
-// params are the immutable settings every view of the store shares.
+// params are the settings every view of the store shares; keys are the
+// one part that changes.
 type params struct {
 	partition  string
-	ring       *crypt.Keyring
-	blind      *BlindKeys
+	keys       *Keys
 	opaque     func(string) bool
 	onlyOpaque bool
 }
@@ -102,28 +110,32 @@ func (p *params) bodyAD(typ, id string, version int64) []byte {
 // sealWrite returns w with its body sealed and its rows blinded; w
 // itself is left as it was. A write no backend would store is refused
 // here, before its body is sealed (a sealed empty body is not empty).
-func (p *params) sealWrite(w store.Write, check func() error) (store.Write, error) {
+func (p *params) sealWrite(ctx context.Context, w store.Write, check func() error) (store.Write, error) {
 	if err := check(); err != nil {
 		return store.Write{}, fmt.Errorf("sealed store: %w", err)
 	}
+	keys, err := p.keys.fresh(ctx)
+	if err != nil {
+		return store.Write{}, err
+	}
 	if !w.Deleted {
-		sealed, err := p.ring.Seal(w.Body, p.bodyAD(w.Type, w.ID, w.Version))
+		sealed, err := keys.Data.Seal(w.Body, p.bodyAD(w.Type, w.ID, w.Version))
 		if err != nil {
 			return store.Write{}, fmt.Errorf("sealed store: seal %s/%s version %d: %w", w.Type, w.ID, w.Version, err)
 		}
 		w.Body = sealed
 	}
-	w.Index = p.blindRows(w.Index)
+	w.Index = p.blindRows(keys.Blind, w.Index)
 	return w, nil
 }
 
 // open returns v with its body opened (a copy: v is left as it was). A
 // body that does not open is an error, never returned as it is.
-func (p *params) open(v *store.Version) (*store.Version, error) {
+func (p *params) open(ctx context.Context, v *store.Version) (*store.Version, error) {
 	if v == nil || v.Deleted && len(v.Body) == 0 {
 		return v, nil
 	}
-	plain, err := p.ring.Open(v.Body, p.bodyAD(v.Type, v.ID, v.Version))
+	plain, err := p.keys.openWith(ctx, v.Body, p.bodyAD(v.Type, v.ID, v.Version))
 	if err != nil {
 		return nil, fmt.Errorf("sealed store: %s/%s version %d does not open: %w", v.Type, v.ID, v.Version, err)
 	}
@@ -133,13 +145,13 @@ func (p *params) open(v *store.Version) (*store.Version, error) {
 }
 
 // openAll opens vs into a new slice.
-func (p *params) openAll(vs []*store.Version) ([]*store.Version, error) {
+func (p *params) openAll(ctx context.Context, vs []*store.Version) ([]*store.Version, error) {
 	if vs == nil {
 		return nil, nil
 	}
 	out := make([]*store.Version, len(vs))
 	for i, v := range vs {
-		o, err := p.open(v)
+		o, err := p.open(ctx, v)
 		if err != nil {
 			return nil, err
 		}
@@ -160,7 +172,7 @@ func (v view) Read(ctx context.Context, typ, id string) (*store.Version, error) 
 	if err != nil {
 		return nil, err
 	}
-	return v.p.open(got)
+	return v.p.open(ctx, got)
 }
 
 func (v view) VRead(ctx context.Context, typ, id string, version int64) (*store.Version, error) {
@@ -168,7 +180,7 @@ func (v view) VRead(ctx context.Context, typ, id string, version int64) (*store.
 	if err != nil {
 		return nil, err
 	}
-	return v.p.open(got)
+	return v.p.open(ctx, got)
 }
 
 // History pages as the inner store does. MaxBytes counts the opened
@@ -183,7 +195,7 @@ func (v view) History(ctx context.Context, q store.HistoryQuery) (*store.History
 		if err != nil {
 			return nil, err
 		}
-		return v.openPage(page)
+		return v.openPage(ctx, page)
 	}
 	wide := q
 	if q.Count > 0 && q.Count <= (math.MaxInt-q.MaxBytes)/crypt.Overhead {
@@ -195,7 +207,7 @@ func (v view) History(ctx context.Context, q store.HistoryQuery) (*store.History
 	if err != nil {
 		return nil, err
 	}
-	opened, err := v.openPage(page)
+	opened, err := v.openPage(ctx, page)
 	if err != nil {
 		return nil, err
 	}
@@ -218,11 +230,11 @@ func (v view) History(ctx context.Context, q store.HistoryQuery) (*store.History
 	}
 	// A first page that a concurrent write changed between the two
 	// calls: the second is a page of its own, with its own cursor.
-	return v.openPage(again)
+	return v.openPage(ctx, again)
 }
 
-func (v view) openPage(page *store.HistoryPage) (*store.HistoryPage, error) {
-	vs, err := v.p.openAll(page.Versions)
+func (v view) openPage(ctx context.Context, page *store.HistoryPage) (*store.HistoryPage, error) {
+	vs, err := v.p.openAll(ctx, page.Versions)
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +257,7 @@ func sameVersions(a, b []*store.Version) bool {
 // Search refuses what the blind index cannot answer (an *outcome.Error,
 // 400), runs the rest with its keys blinded, and opens what it found.
 func (v view) Search(ctx context.Context, q *search.Query) (*store.SearchPage, error) {
-	bq, err := v.p.blindQuery(q)
+	bq, err := v.p.blindQuery(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -254,10 +266,10 @@ func (v view) Search(ctx context.Context, q *search.Query) (*store.SearchPage, e
 		return nil, err
 	}
 	out := *page
-	if out.Matches, err = v.p.openAll(page.Matches); err != nil {
+	if out.Matches, err = v.p.openAll(ctx, page.Matches); err != nil {
 		return nil, err
 	}
-	if out.Included, err = v.p.openAll(page.Included); err != nil {
+	if out.Included, err = v.p.openAll(ctx, page.Included); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -268,7 +280,7 @@ func (v view) Put(ctx context.Context, w store.Write) error {
 		return outcome.New(http.StatusBadRequest, "not-supported",
 			"the encrypted partition stores resources under ids the server assigns only: create the resource with POST")
 	}
-	sw, err := v.p.sealWrite(w, w.Check)
+	sw, err := v.p.sealWrite(ctx, w, w.Check)
 	if err != nil {
 		return err
 	}
@@ -277,7 +289,7 @@ func (v view) Put(ctx context.Context, w store.Write) error {
 
 // rewrite is Rewriter.Rewrite on rw, the inner store or transaction.
 func (p *params) rewrite(ctx context.Context, rw store.Rewriter, w store.Write) error {
-	sw, err := p.sealWrite(w, w.CheckRewrite)
+	sw, err := p.sealWrite(ctx, w, w.CheckRewrite)
 	if err != nil {
 		return err
 	}

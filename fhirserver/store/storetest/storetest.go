@@ -73,6 +73,7 @@ func RunWith(t *testing.T, open func(t *testing.T) store.Store, o Options) {
 		{"Records", recordsTests},
 		{"Sequence", sequenceTests},
 		{"Rewrite", rewriteTests},
+		{"BodyRewrite", bodyRewriteTests},
 	}
 	for _, name := range o.Groups {
 		if !slices.ContainsFunc(groups, func(g group) bool { return g.name == name }) {
